@@ -1,0 +1,51 @@
+//! Subcommands: one module each, with its arguments and a `run`.
+
+mod registry;
+
+use clap::{Parser, Subcommand};
+use rimthan_registry::RegistryError;
+
+/// The rimthan workflow-engine MCP server and its registry tools.
+#[derive(Debug, Parser)]
+#[command(name = "rimthan", version, about)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Build, verify, inspect and promote registry releases.
+    #[command(subcommand)]
+    Registry(registry::RegistryCommand),
+}
+
+impl Cli {
+    pub(crate) fn run(self) -> anyhow::Result<()> {
+        match self.command {
+            Command::Registry(cmd) => cmd.run(),
+        }
+    }
+}
+
+/// Exit code for an error: 1 when the input was rejected, 3 when the machine failed.
+pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
+    match err.downcast_ref::<RegistryError>() {
+        Some(e) if e.is_input_error() => 1,
+        Some(_) => 3,
+        None if err.downcast_ref::<InputError>().is_some() => 1,
+        None => 3,
+    }
+}
+
+/// An argument or input file the user must fix.
+#[derive(Debug)]
+pub(crate) struct InputError(pub(crate) String);
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InputError {}

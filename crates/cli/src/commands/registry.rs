@@ -1,0 +1,276 @@
+//! `rimthan registry …`: build, verify, inspect, promote, keygen.
+
+use std::{
+    fs,
+    io::Write as _,
+    path::{Path, PathBuf},
+};
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use rimthan_registry::{
+    ChannelName, RegistryError, RegistryFiles, ReleaseId, SigningKey, SigningKeyFile,
+    VerifiedRegistry, build_release, external_policy, publish, set_channel, verify_embedded,
+    verify_registry,
+};
+
+use super::InputError;
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum RegistryCommand {
+    /// Build a signed release from a source folder into a registry folder.
+    Build(BuildArgs),
+    /// Verify every release of a registry (the embedded default when DIR is omitted).
+    Verify(VerifyArgs),
+    /// Show a registry's releases and entries as a table.
+    Inspect(InspectArgs),
+    /// Point a channel at a release, after verifying the registry.
+    Promote(PromoteArgs),
+    /// Generate an ed25519 signing key.
+    Keygen(KeygenArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BuildArgs {
+    /// The release source folder (workflows/, validators/, skills/, …).
+    src: PathBuf,
+    /// The registry folder to publish into (created when absent).
+    #[arg(long)]
+    out: PathBuf,
+    /// The new release id, e.g. 2026.12.0.
+    #[arg(long)]
+    release: String,
+    /// The private key file from `rimthan registry keygen`.
+    #[arg(long)]
+    key: PathBuf,
+    /// Also point this channel at the new release.
+    #[arg(long)]
+    channel: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct VerifyArgs {
+    /// The registry folder; omit for the embedded default registry.
+    dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct InspectArgs {
+    /// The registry folder; omit for the embedded default registry.
+    dir: Option<PathBuf>,
+    /// Only this release.
+    #[arg(long)]
+    release: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PromoteArgs {
+    /// The registry folder.
+    dir: PathBuf,
+    /// The channel to move, e.g. stable.
+    #[arg(long)]
+    channel: String,
+    /// The release it should point at.
+    #[arg(long)]
+    release: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct KeygenArgs {
+    /// Where to write the private key (never overwritten).
+    #[arg(long)]
+    out: PathBuf,
+}
+
+impl RegistryCommand {
+    pub(crate) fn run(self) -> anyhow::Result<()> {
+        match self {
+            RegistryCommand::Build(args) => build(args),
+            RegistryCommand::Verify(args) => {
+                let registry = load(args.dir.as_deref())?;
+                print_summary(&registry, &mut std::io::stdout().lock())?;
+                Ok(())
+            }
+            RegistryCommand::Inspect(args) => inspect(args),
+            RegistryCommand::Promote(args) => promote(args),
+            RegistryCommand::Keygen(args) => keygen(args),
+        }
+    }
+}
+
+fn parse<T: std::str::FromStr>(value: &str) -> anyhow::Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    value
+        .parse()
+        .map_err(|e: T::Err| InputError(e.to_string()).into())
+}
+
+fn load(dir: Option<&Path>) -> Result<VerifiedRegistry, RegistryError> {
+    match dir {
+        None => verify_embedded(),
+        Some(dir) => verify_registry(&RegistryFiles::from_dir(dir)?, &external_policy()),
+    }
+}
+
+fn read_key(path: &Path) -> anyhow::Result<SigningKey> {
+    let text = fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    let file: SigningKeyFile = serde_json::from_str(&text)
+        .map_err(|e| InputError(format!("{}: not a signing key file: {e}", path.display())))?;
+    SigningKey::from_file(&file).map_err(|e| InputError(format!("{}: {e}", path.display())).into())
+}
+
+fn build(args: BuildArgs) -> anyhow::Result<()> {
+    let release: ReleaseId = parse(&args.release)?;
+    let channel: Option<ChannelName> = args.channel.as_deref().map(parse).transpose()?;
+    let key = read_key(&args.key)?;
+    let built = build_release(&args.src, &release, &key)?;
+    publish(&args.out, &built)?;
+    if let Some(channel) = &channel {
+        set_channel(&args.out, channel, &release)?;
+    }
+    println!(
+        "built release {release} into {} (manifest sha256 {}, key {})",
+        args.out.display(),
+        built.manifest_sha256,
+        key.key_id()
+    );
+    Ok(())
+}
+
+fn promote(args: PromoteArgs) -> anyhow::Result<()> {
+    let channel: ChannelName = parse(&args.channel)?;
+    let release: ReleaseId = parse(&args.release)?;
+    let registry = load(Some(&args.dir))?;
+    if registry.release(&release).is_none() {
+        return Err(RegistryError::ReleaseNotFound {
+            release: release.to_string(),
+            available: registry
+                .releases()
+                .keys()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+        .into());
+    }
+    set_channel(&args.dir, &channel, &release)?;
+    println!("channel {channel} -> {release}");
+    Ok(())
+}
+
+fn keygen(args: KeygenArgs) -> anyhow::Result<()> {
+    let key = SigningKey::generate()?;
+    let mut text = serde_json::to_string_pretty(&key.to_file())?;
+    text.push('\n');
+    write_private(&args.out, text.as_bytes())
+        .with_context(|| format!("{}: cannot create the key file", args.out.display()))?;
+    println!("key {} written to {}", key.key_id(), args.out.display());
+    Ok(())
+}
+
+#[cfg(unix)]
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)
+}
+
+#[cfg(not(unix))]
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    file.write_all(bytes)
+}
+
+fn print_summary(
+    registry: &VerifiedRegistry,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
+    writeln!(out, "verified {} release(s)", registry.releases().len())?;
+    for (id, release) in registry.releases() {
+        let channels: Vec<_> = registry
+            .channels_of(id)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        writeln!(
+            out,
+            "  {id}: {} entries, manifest sha256 {}, signed by {}, channels [{}]",
+            release.manifest().entries.len(),
+            release.manifest_sha256(),
+            release.signing_key_id(),
+            channels.join(", ")
+        )?;
+    }
+    Ok(())
+}
+
+fn inspect(args: InspectArgs) -> anyhow::Result<()> {
+    let registry = load(args.dir.as_deref())?;
+    let only: Option<ReleaseId> = args.release.as_deref().map(parse).transpose()?;
+    let out = &mut std::io::stdout().lock();
+    print_summary(&registry, out)?;
+    for (id, release) in registry.releases() {
+        if only.as_ref().is_some_and(|o| o != id) {
+            continue;
+        }
+        writeln!(out, "\nrelease {id}")?;
+        let rows: Vec<[String; 5]> = release
+            .manifest()
+            .entries
+            .iter()
+            .map(|e| {
+                [
+                    e.label(),
+                    e.media_type.clone(),
+                    e.bytes.to_string(),
+                    e.sha256.to_string()[..16].to_owned(),
+                    e.path.clone(),
+                ]
+            })
+            .collect();
+        print_table(
+            out,
+            ["ENTRY", "MEDIA TYPE", "BYTES", "SHA256", "PATH"],
+            &rows,
+        )?;
+    }
+    if let Some(only) = only.filter(|o| registry.release(o).is_none()) {
+        return Err(InputError(format!("release {only} is not in the registry")).into());
+    }
+    Ok(())
+}
+
+fn print_table<const N: usize>(
+    out: &mut impl std::io::Write,
+    header: [&str; N],
+    rows: &[[String; N]],
+) -> std::io::Result<()> {
+    let mut widths = header.map(str::len);
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        padded.join("  ").trim_end().to_owned()
+    };
+    writeln!(out, "{}", line(header.to_vec()))?;
+    for row in rows {
+        writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
+    }
+    Ok(())
+}

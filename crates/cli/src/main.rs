@@ -1,0 +1,31 @@
+//! `rimthan`: the thin command-line front of the rimthan libraries.
+//!
+//! Exit codes: 0 success; 1 the input was rejected (a registry failed verification, a source
+//! or argument is invalid); 2 usage error; 3 internal or I/O failure.
+
+mod commands;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = commands::Cli::parse();
+    match cli.run() {
+        Ok(()) => ExitCode::SUCCESS,
+        // A closed pipe (`rimthan registry inspect | head`) is the reader's choice, not a failure.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(commands::exit_code(&err))
+        }
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

@@ -1,0 +1,120 @@
+//! A registry as an in-memory map of relative path → bytes, read from a folder or embedded.
+//!
+//! Verification runs on this map, so the embedded default and an operator's folder go through
+//! the same checks. Reading refuses symlinks and caps every file's size before reading it.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use crate::error::RegistryError;
+
+/// Largest file a registry may hold.
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The files of a registry, by `/`-separated path relative to its root.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RegistryFiles {
+    files: BTreeMap<String, Arc<[u8]>>,
+}
+
+impl RegistryFiles {
+    /// Reads every file under `root`.
+    pub fn from_dir(root: &Path) -> Result<Self, RegistryError> {
+        let mut files = Self::default();
+        files.read_dir(root, root)?;
+        Ok(files)
+    }
+
+    fn read_dir(&mut self, root: &Path, dir: &Path) -> Result<(), RegistryError> {
+        let mut children: Vec<PathBuf> = fs::read_dir(dir)
+            .map_err(RegistryError::io(dir))?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()
+            .map_err(RegistryError::io(dir))?;
+        children.sort();
+        for path in children {
+            let meta = fs::symlink_metadata(&path).map_err(RegistryError::io(&path))?;
+            let rel = relative(root, &path);
+            if meta.file_type().is_symlink() {
+                return Err(RegistryError::SymlinkNotAllowed { file: rel });
+            }
+            if meta.is_dir() {
+                self.read_dir(root, &path)?;
+            } else {
+                if meta.len() > MAX_FILE_BYTES {
+                    return Err(RegistryError::EntryTooLarge {
+                        file: rel,
+                        bytes: meta.len(),
+                        limit: MAX_FILE_BYTES,
+                    });
+                }
+                let bytes = fs::read(&path).map_err(RegistryError::io(&path))?;
+                self.files.insert(rel, bytes.into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Builds the map from `(path, bytes)` pairs, as compiled into the binary.
+    pub fn from_static(pairs: &[(&str, &'static [u8])]) -> Self {
+        let files = pairs
+            .iter()
+            .map(|(p, b)| ((*p).to_owned(), Arc::from(*b)))
+            .collect();
+        Self { files }
+    }
+
+    /// The bytes at `path`.
+    pub fn get(&self, path: &str) -> Option<&Arc<[u8]>> {
+        self.files.get(path)
+    }
+
+    /// Adds or replaces a file.
+    pub fn insert(&mut self, path: impl Into<String>, bytes: impl Into<Arc<[u8]>>) {
+        self.files.insert(path.into(), bytes.into());
+    }
+
+    /// Every path, sorted.
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.files.keys().map(String::as_str)
+    }
+
+    /// Paths under `prefix` (which should end with `/`), sorted.
+    pub fn paths_under<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.files
+            .range(prefix.to_owned()..)
+            .map(|(p, _)| p.as_str())
+            .take_while(move |p| p.starts_with(prefix))
+    }
+
+    /// Writes every file under `root`, each through a temporary file and a rename, so a crash
+    /// leaves either the old or the new file, never half of one.
+    pub fn write_to(&self, root: &Path) -> Result<(), RegistryError> {
+        for (rel, bytes) in &self.files {
+            write_atomic(&root.join(rel), bytes)?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes `bytes` to `path` via a sibling temporary file and a rename.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RegistryError> {
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(RegistryError::io(parent))?;
+    }
+    let tmp = path.with_extension("tmp-write");
+    fs::write(&tmp, bytes).map_err(RegistryError::io(&tmp))?;
+    fs::rename(&tmp, path).map_err(RegistryError::io(path))
+}
+
+fn relative(root: &Path, path: &Path) -> String {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/")
+}

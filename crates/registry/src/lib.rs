@@ -1,0 +1,60 @@
+//! Verified workflow registry releases for the rimthan workflow engine.
+//!
+//! # Brief overview
+//!
+//! A registry folder holds immutable releases (`releases/<id>/manifest.json`, its ed25519
+//! `manifest.sig`, and the entry files), trusted public keys (`keys/`) and `channels.json`, the
+//! one mutable file. [`verify_registry`] checks every byte against the signed manifest and every
+//! structural rule of the release format, and is the only way to obtain a [`VerifiedRegistry`]:
+//! holding one proves the content is what its publisher signed. [`build_release`] turns readable
+//! source files into a signed release; the default release is built that way and embedded.
+//!
+//! ```
+//! let registry = rimthan_registry::verify_embedded()?;
+//! let stable = registry.channel(&"stable".parse()?).expect("the default has a stable channel");
+//! let workflow = stable.latest_workflow(&"research-study".parse()?).expect("shipped workflow");
+//! assert_eq!(workflow.steps()[0].doc().id.as_str(), "setup-workspace");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod builder;
+mod canonical;
+mod digest;
+mod embedded;
+mod error;
+mod files;
+mod frontmatter;
+mod ids;
+mod model;
+mod path;
+mod release;
+mod renditions;
+mod signature;
+mod verify;
+
+pub use builder::{BuiltRelease, build_release, publish, set_channel};
+pub use canonical::{is_canonical, to_canonical_bytes};
+pub use digest::{DigestParseError, Sha256Digest};
+pub use embedded::{
+    DEFAULT_KEY_ID, DEFAULT_MANIFEST_SHA256, DEFAULT_RELEASE_ID, embedded_files, embedded_policy,
+    external_policy, verify_embedded,
+};
+pub use error::RegistryError;
+pub use files::{MAX_FILE_BYTES, RegistryFiles};
+pub use ids::{
+    ArtifactId, AssetId, AssetKind, ChannelName, DeliveryMode, Harness, HostCapability, IdError,
+    ReleaseId, SETUP_STEP, SchemaId, StepId, StepKind, ValidatorCapability, ValidatorExecution,
+    ValidatorId, Version, WorkflowId, WritePolicy,
+};
+pub use model::{
+    AdapterContract, AdapterPin, AssetDelivery, AssetRef, ChannelsFile, Entry, EntryKind,
+    MANIFEST_FORMAT, MEDIA_JSON, MEDIA_MARKDOWN, MEDIA_TOML, Manifest, OutputDecl, SchemaRef,
+    StepDoc, StepSummary, ValidatorDoc, ValidatorRef, WorkflowDoc,
+};
+pub use path::{PathRule, check_path_template, check_relative_path, expand_template};
+pub use release::{
+    Asset, Schema, Step, TrustAnchor, Validator, VerifiedRegistry, VerifiedRelease, Workflow,
+};
+pub use renditions::claude_tools;
+pub use signature::{KeyId, PublicKeyFile, SignatureFile, SigningKey, SigningKeyFile};
+pub use verify::{CHANNELS_FILE, DRAFT_2020_12, TrustPolicy, verify_registry};

@@ -1,0 +1,284 @@
+//! Wire types of a built release: the manifest and the entry documents it lists (SPEC §3.1).
+//!
+//! These are what `rimthan registry build` writes and the verifier parses; all reject unknown
+//! fields so a typo is an error, not a silently ignored key.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    digest::Sha256Digest,
+    ids::{
+        ArtifactId, AssetId, AssetKind, DeliveryMode, Harness, HostCapability, ReleaseId, SchemaId,
+        StepId, StepKind, ValidatorCapability, ValidatorExecution, ValidatorId, Version,
+        WorkflowId,
+    },
+};
+
+/// The manifest format this crate reads and writes.
+pub const MANIFEST_FORMAT: &str = "rimthan-release/1";
+/// Media type of JSON documents and artifacts.
+pub const MEDIA_JSON: &str = "application/json";
+/// Media type of Markdown content.
+pub const MEDIA_MARKDOWN: &str = "text/markdown";
+/// Media type of TOML content.
+pub const MEDIA_TOML: &str = "application/toml";
+
+/// `releases/<release>/manifest.json`: every entry of the release.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Always [`MANIFEST_FORMAT`].
+    pub format: String,
+    /// The release id, equal to its folder name.
+    pub release: ReleaseId,
+    /// Entries sorted by path.
+    pub entries: Vec<Entry>,
+}
+
+/// The kind of a manifest entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EntryKind {
+    /// A workflow definition document.
+    Workflow,
+    /// A step document of a workflow.
+    Step,
+    /// Asset content (the base content, or a per-harness rendition).
+    Asset,
+    /// A validator document.
+    Validator,
+    /// A JSON Schema.
+    Schema,
+}
+
+/// One file of a release, with its metadata.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    /// What the file is.
+    pub kind: EntryKind,
+    /// The id within its kind (for steps, the step id).
+    pub id: String,
+    /// The version (for steps, the workflow's version).
+    pub version: Version,
+    /// For steps: the workflow they belong to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<WorkflowId>,
+    /// For assets: the asset kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asset_kind: Option<AssetKind>,
+    /// For asset renditions: the harness this rendition is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rendition: Option<Harness>,
+    /// For host adapters (base entry): the harnesses it serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compatible_harnesses: Option<Vec<Harness>>,
+    /// For host adapters `>= 1.1.0` (base entry): the typed contract.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter_contract: Option<AdapterContract>,
+    /// Release-relative file path.
+    pub path: String,
+    /// Media type of the bytes.
+    pub media_type: String,
+    /// Length of the bytes.
+    pub bytes: u64,
+    /// SHA-256 of the bytes.
+    pub sha256: Sha256Digest,
+}
+
+impl Entry {
+    /// A short human label such as `asset skill/rimthan-research@1.0.0 (codex)`.
+    pub fn label(&self) -> String {
+        let kind = match self.kind {
+            EntryKind::Workflow => "workflow",
+            EntryKind::Step => "step",
+            EntryKind::Asset => "asset",
+            EntryKind::Validator => "validator",
+            EntryKind::Schema => "schema",
+        };
+        let mut label = match (&self.workflow, self.asset_kind) {
+            (Some(w), _) => format!("{kind} {w}/{}@{}", self.id, self.version),
+            (None, Some(k)) => format!("{kind} {k}/{}@{}", self.id, self.version),
+            (None, None) => format!("{kind} {}@{}", self.id, self.version),
+        };
+        if let Some(h) = self.rendition {
+            label.push_str(&format!(" ({h} rendition)"));
+        }
+        label
+    }
+}
+
+/// The typed contract of a host adapter `>= 1.1.0` (SPEC §3.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterContract {
+    /// Delivery modes the adapter supports at all.
+    pub delivery_modes: Vec<DeliveryMode>,
+    /// Per asset kind: allowed delivery modes and the project-local path template.
+    pub asset_kinds: BTreeMap<AssetKind, AssetDelivery>,
+    /// How validators run.
+    pub validator_execution: ValidatorExecution,
+    /// Capabilities a host must declare to use this adapter.
+    pub required_host_capabilities: Vec<HostCapability>,
+}
+
+/// How one asset kind may be delivered under an adapter contract.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AssetDelivery {
+    /// Allowed modes for this kind.
+    pub delivery_modes: Vec<DeliveryMode>,
+    /// Where a project-local copy goes; present exactly when project-local is allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_template: Option<String>,
+}
+
+/// A workflow's pin of a host adapter for one harness.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterPin {
+    /// Adapter asset id.
+    pub id: AssetId,
+    /// Exact adapter version.
+    pub version: Version,
+}
+
+/// A workflow definition document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowDoc {
+    /// Workflow id.
+    pub id: WorkflowId,
+    /// Workflow version.
+    pub version: Version,
+    /// Short title.
+    pub title: String,
+    /// What the workflow is for.
+    pub description: String,
+    /// One pinned adapter per harness.
+    pub harnesses: BTreeMap<Harness, AdapterPin>,
+    /// Capabilities every host must declare.
+    pub required_host_capabilities: Vec<HostCapability>,
+    /// The ordered steps.
+    pub steps: Vec<StepSummary>,
+}
+
+/// A step as listed in its workflow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepSummary {
+    /// Step id.
+    pub id: StepId,
+    /// Step kind.
+    pub kind: StepKind,
+    /// Short title.
+    pub title: String,
+}
+
+/// A reference to an asset by kind, id and version.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AssetRef {
+    /// Asset kind.
+    pub kind: AssetKind,
+    /// Asset id.
+    pub id: AssetId,
+    /// Exact version.
+    pub version: Version,
+}
+
+/// A reference to a validator.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValidatorRef {
+    /// Validator id.
+    pub id: ValidatorId,
+    /// Exact version.
+    pub version: Version,
+}
+
+/// A reference to a JSON Schema.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaRef {
+    /// Schema id.
+    pub id: SchemaId,
+    /// Exact version.
+    pub version: Version,
+}
+
+/// A declared output artifact of a step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputDecl {
+    /// Artifact id, unique in the workflow.
+    pub artifact_id: ArtifactId,
+    /// Project-relative path.
+    pub path: String,
+    /// Media type.
+    pub media_type: String,
+    /// The schema JSON artifacts must satisfy.
+    pub schema: Option<SchemaRef>,
+    /// Largest accepted size.
+    pub max_bytes: u64,
+    /// What the step may do to the path.
+    pub write_policy: crate::ids::WritePolicy,
+}
+
+/// A step document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepDoc {
+    /// The workflow it belongs to.
+    pub workflow: WorkflowId,
+    /// That workflow's version.
+    pub workflow_version: Version,
+    /// Step id.
+    pub id: StepId,
+    /// Step kind.
+    pub kind: StepKind,
+    /// Short title.
+    pub title: String,
+    /// Markdown instructions for the harness.
+    pub instructions: String,
+    /// Assets the harness must deliver (setup only).
+    pub host_assets: Vec<AssetRef>,
+    /// Read-only artifacts of earlier steps.
+    pub inputs: Vec<ArtifactId>,
+    /// Declared outputs.
+    pub outputs: Vec<OutputDecl>,
+    /// Validators that check the outputs.
+    pub validators: Vec<ValidatorRef>,
+}
+
+/// A semantic validator document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValidatorDoc {
+    /// Validator id.
+    pub id: ValidatorId,
+    /// Version.
+    pub version: Version,
+    /// Short title.
+    pub title: String,
+    /// One sentence on what it checks.
+    pub description: String,
+    /// Instructions for the subagent that runs it.
+    pub instructions: String,
+    /// Capabilities it needs.
+    pub capabilities: Vec<ValidatorCapability>,
+    /// Artifacts it reads.
+    pub inputs: Vec<ArtifactId>,
+    /// Schema of its report.
+    pub report_schema: SchemaRef,
+}
+
+/// `channels.json`: channel → release. The only mutable file of a registry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelsFile {
+    /// Channel name → release id.
+    pub channels: BTreeMap<crate::ids::ChannelName, ReleaseId>,
+}
