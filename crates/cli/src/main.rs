@@ -16,7 +16,10 @@ fn main() -> ExitCode {
         // A closed pipe (`rimthan registry inspect | head`) is the reader's choice, not a failure.
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            match err.downcast_ref::<rimthan_registry::RegistryError>() {
+                Some(e) => eprintln!("error[{}]: {err:#}", e.code()),
+                None => eprintln!("error: {err:#}"),
+            }
             ExitCode::from(commands::exit_code(&err))
         }
     }

@@ -202,6 +202,10 @@ mod tests {
         }
     }
 
+    fn asset_id() -> AssetId {
+        "scope-reviewer".parse().unwrap()
+    }
+
     #[test]
     fn codex_rendition_parses_as_a_read_only_agent_toml() {
         let v = validator(vec![ValidatorCapability::WorkspaceRead]);
@@ -215,7 +219,7 @@ mod tests {
                 .unwrap()
                 .contains("JSON report")
         );
-        check_codex_subagent(&v.id, toml_text.as_bytes()).unwrap();
+        check_codex_subagent(&asset_id(), toml_text.as_bytes()).unwrap();
     }
 
     #[test]
@@ -230,11 +234,11 @@ mod tests {
         assert!(body.contains("Return one JSON report."));
         let tools = fm.tools.unwrap();
         assert!(tools.contains("Read") && tools.contains("Bash(git log:*)"));
-        check_claude_subagent(&v.id, md.as_bytes()).unwrap();
+        check_claude_subagent(&asset_id(), md.as_bytes()).unwrap();
         let writable = md.replace("tools: ", "tools: Write, ");
-        assert!(check_claude_subagent(&v.id, writable.as_bytes()).is_err());
+        assert!(check_claude_subagent(&asset_id(), writable.as_bytes()).is_err());
         let bash = md.replace("tools: ", "tools: Bash, ");
-        assert!(check_claude_subagent(&v.id, bash.as_bytes()).is_err());
+        assert!(check_claude_subagent(&asset_id(), bash.as_bytes()).is_err());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::{
     canonical::is_canonical,
     digest::Sha256Digest,
     error::RegistryError,
-    files::RegistryFiles,
+    files::{MAX_FILE_BYTES, RegistryFiles},
     ids::{
         ArtifactId, AssetId, AssetKind, DeliveryMode, Harness, HostCapability, ReleaseId,
         SETUP_STEP, SchemaId, StepKind, ValidatorExecution, ValidatorId, Version, WorkflowId,
@@ -284,6 +284,20 @@ fn check_entry_bytes(
             });
         }
         previous = Some(&entry.path);
+        if let Err(e) = crate::ids::check_name("entry id", &entry.id) {
+            return Err(RegistryError::InvalidId {
+                file,
+                entry: label,
+                reason: e.to_string(),
+            });
+        }
+        if entry.bytes > MAX_FILE_BYTES {
+            return Err(RegistryError::EntryTooLarge {
+                file,
+                bytes: entry.bytes,
+                limit: MAX_FILE_BYTES,
+            });
+        }
         if let Err(rule) = check_relative_path(&entry.path) {
             return Err(RegistryError::ManifestInvalid {
                 file: manifest_file,

@@ -1,0 +1,191 @@
+//! The `rimthan` binary, driven as an operator would.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn rimthan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rimthan"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn files_under(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                out.push((rel, std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn rebuilding_the_committed_source_reproduces_the_embedded_default_byte_for_byte() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().to_str().unwrap();
+    let result = rimthan(&[
+        "registry",
+        "build",
+        "registry/source",
+        "--out",
+        dir,
+        "--release",
+        "2026.12.0",
+        "--key",
+        "registry/default-release.key",
+        "--channel",
+        "stable",
+    ]);
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let rebuilt = files_under(out.path());
+    let committed = files_under(&repo().join("registry/default"));
+    let names = |f: &[(String, Vec<u8>)]| f.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&rebuilt), names(&committed));
+    for ((name, a), (_, b)) in rebuilt.iter().zip(&committed) {
+        assert!(
+            a == b,
+            "{name} differs: run registry/build-default.sh and commit the result"
+        );
+    }
+}
+
+#[test]
+fn verify_accepts_the_embedded_default_and_a_fresh_external_registry() {
+    let embedded = rimthan(&["registry", "verify"]);
+    assert!(embedded.status.success(), "{}", text(&embedded.stderr));
+    assert!(text(&embedded.stdout).contains("2026.12.0"));
+
+    let work = tempfile::tempdir().unwrap();
+    let key = work.path().join("org.key");
+    let reg = work.path().join("registry");
+    let (key, reg) = (key.to_str().unwrap(), reg.to_str().unwrap());
+    assert!(
+        rimthan(&["registry", "keygen", "--out", key])
+            .status
+            .success()
+    );
+    let build = rimthan(&[
+        "registry",
+        "build",
+        "registry/source",
+        "--out",
+        reg,
+        "--release",
+        "2027.01.0",
+        "--key",
+        key,
+    ]);
+    assert!(build.status.success(), "{}", text(&build.stderr));
+    let promote = rimthan(&[
+        "registry",
+        "promote",
+        reg,
+        "--channel",
+        "stable",
+        "--release",
+        "2027.01.0",
+    ]);
+    assert!(promote.status.success(), "{}", text(&promote.stderr));
+    let verify = rimthan(&["registry", "verify", reg]);
+    assert!(verify.status.success(), "{}", text(&verify.stderr));
+    assert!(text(&verify.stdout).contains("channels [stable]"));
+    let inspect = rimthan(&["registry", "inspect", reg, "--release", "2027.01.0"]);
+    assert!(text(&inspect.stdout).contains("workflow research-study@1.0.0"));
+}
+
+#[test]
+fn a_tampered_registry_exits_1_naming_code_and_file() {
+    let work = tempfile::tempdir().unwrap();
+    let key = work.path().join("org.key");
+    let reg = work.path().join("registry");
+    let (key_s, reg_s) = (key.to_str().unwrap(), reg.to_str().unwrap());
+    assert!(
+        rimthan(&["registry", "keygen", "--out", key_s])
+            .status
+            .success()
+    );
+    let build = rimthan(&[
+        "registry",
+        "build",
+        "registry/source",
+        "--out",
+        reg_s,
+        "--release",
+        "2027.01.0",
+        "--key",
+        key_s,
+    ]);
+    assert!(build.status.success());
+    let skill = reg.join("releases/2027.01.0/assets/skill/rimthan-research/1.0.0/SKILL.md");
+    let mut bytes = std::fs::read(&skill).unwrap();
+    bytes.push(b'\n');
+    std::fs::write(&skill, bytes).unwrap();
+    let verify = rimthan(&["registry", "verify", reg_s]);
+    assert_eq!(verify.status.code(), Some(1));
+    let err = text(&verify.stderr);
+    assert!(
+        err.contains("error[size_mismatch]") && err.contains("SKILL.md"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_committed_default_folder_is_refused_as_an_external_registry() {
+    // Its key is public by being committed; only the pinned embedded copy is trusted.
+    let verify = rimthan(&["registry", "verify", "registry/default"]);
+    assert_eq!(verify.status.code(), Some(1));
+    assert!(text(&verify.stderr).contains("untrusted_signing_key"));
+}
+
+#[test]
+fn usage_errors_exit_2_and_bad_arguments_exit_1() {
+    assert_eq!(rimthan(&["registry", "frobnicate"]).status.code(), Some(2));
+    let bad = rimthan(&[
+        "registry",
+        "promote",
+        "registry/default",
+        "--channel",
+        "Bad_Channel",
+        "--release",
+        "x",
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(text(&bad.stderr).contains("channel name"));
+}
+
+#[test]
+fn keygen_never_overwrites_a_key() {
+    let work = tempfile::tempdir().unwrap();
+    let key = work.path().join("k");
+    std::fs::write(&key, b"precious").unwrap();
+    let result = rimthan(&["registry", "keygen", "--out", key.to_str().unwrap()]);
+    assert_eq!(result.status.code(), Some(3));
+    assert_eq!(std::fs::read(&key).unwrap(), b"precious");
+}

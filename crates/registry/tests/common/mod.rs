@@ -1,0 +1,220 @@
+//! Test support: the embedded default registry re-signed with the committed test key, and
+//! the edits fixture cases apply to it.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+
+use rimthan_registry::{
+    Manifest, RegistryError, RegistryFiles, Sha256Digest, SigningKey, SigningKeyFile,
+    VerifiedRegistry, embedded_files, external_policy, to_canonical_bytes, verify_registry,
+};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The embedded default release id.
+pub const RELEASE: &str = "2026.12.0";
+
+pub fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+fn key_from(path: &Path) -> SigningKey {
+    let file: SigningKeyFile = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    SigningKey::from_file(&file).unwrap()
+}
+
+/// The committed key that test registries are signed with.
+pub fn test_key() -> SigningKey {
+    key_from(&data_dir().join("test-signing.key"))
+}
+
+/// The repository's development key of the embedded default release.
+pub fn default_key() -> SigningKey {
+    key_from(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../registry/default-release.key"))
+}
+
+/// Recomputes every entry's size and digest from the files, rewrites the manifest canonically
+/// and signs it with `key`, adding the key to `keys/`.
+pub fn reseal(files: &mut RegistryFiles, release: &str, key: &SigningKey) {
+    let base = format!("releases/{release}/");
+    let manifest_path = format!("{base}manifest.json");
+    let mut manifest: Manifest =
+        serde_json::from_slice(files.get(&manifest_path).unwrap()).unwrap();
+    for entry in &mut manifest.entries {
+        let bytes = files
+            .get(&format!("{base}{}", entry.path))
+            .expect("entry file")
+            .clone();
+        entry.bytes = bytes.len() as u64;
+        entry.sha256 = Sha256Digest::of(&bytes);
+    }
+    manifest.entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let bytes = to_canonical_bytes(&manifest).unwrap();
+    files.insert(
+        format!("{base}manifest.sig"),
+        to_canonical_bytes(&key.sign(&bytes)).unwrap(),
+    );
+    files.insert(manifest_path, bytes);
+    let public = key.public_key_file();
+    files.insert(
+        format!("keys/{}.json", public.key_id),
+        to_canonical_bytes(&public).unwrap(),
+    );
+}
+
+/// The default registry, signed by the test key alone, as an operator's registry would be.
+pub fn test_registry() -> RegistryFiles {
+    let mut files = RegistryFiles::default();
+    for path in embedded_files().paths().filter(|p| !p.starts_with("keys/")) {
+        files.insert(path, embedded_files().get(path).unwrap().clone());
+    }
+    reseal(&mut files, RELEASE, &test_key());
+    files
+}
+
+/// Verifies files as an operator's (external) registry.
+pub fn verify_external(files: &RegistryFiles) -> Result<VerifiedRegistry, RegistryError> {
+    verify_registry(files, &external_policy())
+}
+
+/// One fixture: `tests/data/<scenario>/case.json`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    pub description: String,
+    pub edits: Vec<Edit>,
+    /// Re-sign after the edits: `test` (default), `none`, or `default-key`.
+    #[serde(default = "test_seal")]
+    pub seal: String,
+    pub expect: Expect,
+}
+
+fn test_seal() -> String {
+    "test".into()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    pub code: String,
+    #[serde(default)]
+    pub rule: Option<String>,
+    /// A substring the message must contain (the file or entry it names).
+    pub names: String,
+}
+
+/// An edit of a registry-relative file (`releases/…` paths may start with `@/` for the release).
+#[derive(Debug, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Edit {
+    /// Replace the first occurrence of `find` with `with` in a text file.
+    Replace {
+        path: String,
+        find: String,
+        with: String,
+    },
+    /// Delete a file.
+    Remove { path: String },
+    /// Write a text file.
+    Write { path: String, text: String },
+    /// Write a file of `bytes` zero bytes.
+    WriteZeros { path: String, bytes: usize },
+    /// Set a JSON pointer in a JSON file (rewritten canonically).
+    Set {
+        path: String,
+        pointer: String,
+        value: Value,
+    },
+    /// Set a JSON pointer in the manifest entry whose `path` is `entry`.
+    SetEntry {
+        entry: String,
+        pointer: String,
+        value: Value,
+    },
+}
+
+fn resolve(path: &str) -> String {
+    match path.strip_prefix("@/") {
+        Some(rest) => format!("releases/{RELEASE}/{rest}"),
+        None => path.to_owned(),
+    }
+}
+
+fn set_pointer(doc: &mut Value, pointer: &str, value: Value) {
+    let slot = doc
+        .pointer_mut(pointer)
+        .unwrap_or_else(|| panic!("no JSON pointer {pointer}"));
+    *slot = value;
+}
+
+impl Case {
+    pub fn load(scenario: &str) -> Case {
+        let path = data_dir().join(scenario).join("case.json");
+        serde_json::from_slice(&std::fs::read(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// The test registry with this case's edits applied and sealed as it says.
+    pub fn apply(&self) -> RegistryFiles {
+        let mut files = test_registry();
+        let manifest_path = format!("releases/{RELEASE}/manifest.json");
+        for edit in &self.edits {
+            match edit {
+                Edit::Replace { path, find, with } => {
+                    let path = resolve(path);
+                    let text = std::str::from_utf8(files.get(&path).expect(&path))
+                        .unwrap()
+                        .to_owned();
+                    assert!(text.contains(find.as_str()), "{path} lacks {find:?}");
+                    files.insert(path, text.replacen(find.as_str(), with, 1).into_bytes());
+                }
+                Edit::Remove { path } => {
+                    let mut kept = RegistryFiles::default();
+                    let path = resolve(path);
+                    for p in files.paths().filter(|p| *p != path) {
+                        kept.insert(p, files.get(p).unwrap().clone());
+                    }
+                    files = kept;
+                }
+                Edit::Write { path, text } => {
+                    files.insert(resolve(path), text.clone().into_bytes())
+                }
+                Edit::WriteZeros { path, bytes } => files.insert(resolve(path), vec![0u8; *bytes]),
+                Edit::Set {
+                    path,
+                    pointer,
+                    value,
+                } => {
+                    let path = resolve(path);
+                    let mut doc: Value =
+                        serde_json::from_slice(files.get(&path).expect(&path)).unwrap();
+                    set_pointer(&mut doc, pointer, value.clone());
+                    files.insert(path, to_canonical_bytes(&doc).unwrap());
+                }
+                Edit::SetEntry {
+                    entry,
+                    pointer,
+                    value,
+                } => {
+                    let mut doc: Value =
+                        serde_json::from_slice(files.get(&manifest_path).unwrap()).unwrap();
+                    let entries = doc["entries"].as_array_mut().unwrap();
+                    let target = entries
+                        .iter_mut()
+                        .find(|e| e["path"] == entry.as_str())
+                        .unwrap_or_else(|| panic!("no entry {entry}"));
+                    set_pointer(target, pointer, value.clone());
+                    files.insert(manifest_path.clone(), to_canonical_bytes(&doc).unwrap());
+                }
+            }
+        }
+        match self.seal.as_str() {
+            "test" => reseal(&mut files, RELEASE, &test_key()),
+            "default-key" => reseal(&mut files, RELEASE, &default_key()),
+            "none" => {}
+            other => panic!("unknown seal {other}"),
+        }
+        files
+    }
+}

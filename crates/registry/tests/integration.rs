@@ -1,0 +1,7 @@
+//! Behaviour tests of the registry library: one binary, one module per concern.
+
+mod common;
+mod fixtures;
+mod path_properties;
+mod shipped_release;
+mod sources;
