@@ -12,7 +12,7 @@ use std::{
 use serde::de::DeserializeOwned;
 
 use crate::{
-    canonical::is_canonical,
+    canonical::{is_canonical, to_canonical_bytes},
     digest::Sha256Digest,
     error::RegistryError,
     files::{MAX_FILE_BYTES, RegistryFiles},
@@ -225,13 +225,15 @@ fn parse_manifest(path: &str, bytes: &[u8], id: &ReleaseId) -> Result<Manifest, 
         file: path.into(),
         reason,
     };
-    if !is_canonical(bytes) {
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
+    if to_canonical_bytes(&value).ok().as_deref() != Some(bytes) {
         return Err(invalid(
             "not canonical JSON (sorted keys, no whitespace); rebuild it with `rimthan registry build`"
                 .into(),
         ));
     }
-    let manifest: Manifest = serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
+    let manifest: Manifest = serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
     if manifest.format != MANIFEST_FORMAT {
         return Err(invalid(format!(
             "format {:?} is not {MANIFEST_FORMAT:?}",
@@ -269,10 +271,12 @@ fn check_entry_bytes(
     let mut previous: Option<&str> = None;
     for entry in &manifest.entries {
         let file = format!("{base}{}", entry.path);
-        let label = entry.label();
         if previous.is_some_and(|p| p >= entry.path.as_str()) {
             return Err(if previous == Some(entry.path.as_str()) {
-                RegistryError::DuplicateEntry { file, entry: label }
+                RegistryError::DuplicateEntry {
+                    file,
+                    entry: entry.label(),
+                }
             } else {
                 RegistryError::ManifestInvalid {
                     file: manifest_file,
@@ -287,7 +291,7 @@ fn check_entry_bytes(
         if let Err(e) = crate::ids::check_name("entry id", &entry.id) {
             return Err(RegistryError::InvalidId {
                 file,
-                entry: label,
+                entry: entry.label(),
                 reason: e.to_string(),
             });
         }
@@ -302,7 +306,8 @@ fn check_entry_bytes(
             return Err(RegistryError::ManifestInvalid {
                 file: manifest_file,
                 reason: format!(
-                    "{label}: path {:?} breaks rule {rule}: {}",
+                    "{}: path {:?} breaks rule {rule}: {}",
+                    entry.label(),
                     entry.path,
                     rule.advice()
                 ),
@@ -313,8 +318,9 @@ fn check_entry_bytes(
             return Err(RegistryError::ManifestInvalid {
                 file: manifest_file,
                 reason: format!(
-                    "{label}: path {:?} must lie under {prefix:?} (steps name their workflow, \
+                    "{}: path {:?} must lie under {prefix:?} (steps name their workflow, \
                      assets their asset_kind)",
+                    entry.label(),
                     entry.path
                 ),
             });
@@ -323,12 +329,12 @@ fn check_entry_bytes(
             .get(&file)
             .ok_or_else(|| RegistryError::EntryMissing {
                 file: file.clone(),
-                entry: label.clone(),
+                entry: entry.label(),
             })?;
         if bytes.len() as u64 != entry.bytes {
             return Err(RegistryError::SizeMismatch {
                 file,
-                entry: label,
+                entry: entry.label(),
                 expected: entry.bytes,
                 actual: bytes.len() as u64,
             });
@@ -337,7 +343,7 @@ fn check_entry_bytes(
         if actual != entry.sha256 {
             return Err(RegistryError::DigestMismatch {
                 file,
-                entry: label,
+                entry: entry.label(),
                 expected: entry.sha256.to_string(),
                 actual: actual.to_string(),
             });
@@ -376,10 +382,13 @@ impl<'a> Structure<'a> {
     }
 
     fn check(mut self, release: &mut VerifiedRelease) -> Res {
-        let entries = release.manifest.entries.clone();
-        for entry in &entries {
-            self.load_entry(release, entry)?;
-        }
+        // Taken out and put back rather than cloned: releases can list many entries.
+        let entries = std::mem::take(&mut release.manifest.entries);
+        let loaded = entries
+            .iter()
+            .try_for_each(|entry| self.load_entry(release, entry));
+        release.manifest.entries = entries;
+        loaded?;
         self.attach_renditions(release)?;
         self.attach_steps(release)?;
         for asset in release.assets.values() {
