@@ -30,6 +30,7 @@ mod path;
 mod release;
 mod renditions;
 mod signature;
+pub mod uri;
 mod verify;
 
 pub use builder::{BuiltRelease, build_release, publish, set_channel};

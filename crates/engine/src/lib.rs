@@ -1,0 +1,35 @@
+//! The rimthan workflow engine: it decides, deterministically, what a harness may do next.
+//!
+//! # Brief overview
+//!
+//! [`Engine`] implements the four workflow operations over a verified registry
+//! ([`Releases`]) and a [`Store`]: a start evaluates every blocker and binds the host into a
+//! session; [`CheckpointKey`] authenticates the checkpoint tokens that name a session and its
+//! sequence; preparing checks attestations and persists a validation plan; submitting checks the
+//! report set and advances, asks for a revision, or completes. The engine knows nothing of MCP or
+//! HTTP: the MCP crate translates tool calls into these requests and results back.
+
+mod attestation;
+mod checkpoint;
+mod codes;
+mod engine;
+mod error;
+mod offers;
+mod payload;
+mod releases;
+mod reports;
+mod request;
+mod session;
+mod start;
+pub mod store;
+mod view;
+
+pub use checkpoint::{Checkpoint, CheckpointKey, MIN_SECRET_BYTES};
+pub use codes::{Code, Failure};
+pub use engine::{Engine, SERVER_NAME};
+pub use error::EngineError;
+pub use payload::*;
+pub use releases::Releases;
+pub use request::*;
+pub use session::{Finding, HostBinding, Principal, Session, SessionId, Status};
+pub use store::{AuditEntry, Store, StoreError};

@@ -1,0 +1,145 @@
+//! How each host asset may reach a host: the adapter contract, the host's declared
+//! capabilities and the repository policy together decide (SPEC §5.2, §5.4).
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use rimthan_registry::{
+    AdapterContract, AssetRef, DeliveryMode, Entry, HostCapability, VerifiedRelease,
+    expand_template,
+};
+
+use crate::{error::EngineError, request::RepositoryPolicy, session::HostBinding};
+
+/// A repository policy with its globs compiled.
+#[derive(Debug, Clone)]
+pub(crate) struct Policy {
+    forbidden: GlobSet,
+    pub(crate) forbidden_capabilities: Vec<String>,
+    forbids_project_local: bool,
+}
+
+impl Policy {
+    /// Compiles the policy; a bad glob is an argument error naming it.
+    pub(crate) fn compile(policy: &RepositoryPolicy) -> Result<Self, EngineError> {
+        let mut set = GlobSetBuilder::new();
+        for (i, pattern) in policy.forbidden_paths.iter().enumerate() {
+            // Case-insensitive: participants' file systems often are, so fail closed.
+            let glob = GlobBuilder::new(pattern)
+                .literal_separator(true)
+                .case_insensitive(true)
+                .build()
+                .map_err(|e| EngineError::InvalidArgument {
+                    field: format!("repository_policy.forbidden_paths[{i}]"),
+                    message: format!("{pattern:?} is not a glob: {e}"),
+                })?;
+            set.add(glob);
+        }
+        let forbidden = set.build().map_err(|e| EngineError::InvalidArgument {
+            field: "repository_policy.forbidden_paths".into(),
+            message: e.to_string(),
+        })?;
+        let forbidden_capabilities = policy.forbidden_capabilities.clone();
+        let forbids_project_local = policy.forbids_project_local_assets
+            || forbidden_capabilities
+                .iter()
+                .any(|c| c == HostCapability::ProjectLocalAssets.as_str());
+        Ok(Self {
+            forbidden,
+            forbidden_capabilities,
+            forbids_project_local,
+        })
+    }
+
+    /// Whether writing `path` breaks the policy.
+    pub(crate) fn forbids_path(&self, path: &str) -> bool {
+        self.forbidden.is_match(path)
+    }
+
+    /// Whether using the capability called `name` breaks the policy.
+    pub(crate) fn forbids_capability(&self, name: &str) -> bool {
+        self.forbidden_capabilities.iter().any(|c| c == name)
+    }
+}
+
+/// Why project-local delivery was withheld, when it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Withheld {
+    /// The host did not declare `project-local-assets`.
+    Capability,
+    /// The repository policy forbids the path or project-local assets.
+    Policy,
+}
+
+/// The delivery offered to this host for one host asset.
+#[derive(Debug, Clone)]
+pub(crate) struct Offer<'r> {
+    pub(crate) asset: AssetRef,
+    /// The content entry of the bound harness's rendition.
+    pub(crate) content: &'r Entry,
+    pub(crate) modes: Vec<DeliveryMode>,
+    /// The contract's path for this asset, whether or not project-local is offered.
+    pub(crate) path: Option<String>,
+    pub(crate) withheld: Option<Withheld>,
+}
+
+/// Offers for every host asset of the setup step, in the step's order.
+pub(crate) fn offers<'r>(
+    release: &'r VerifiedRelease,
+    contract: &AdapterContract,
+    host: &HostBinding,
+    policy: &Policy,
+    assets: &[AssetRef],
+) -> Vec<Offer<'r>> {
+    let project_local_declared = host
+        .capabilities
+        .contains(&HostCapability::ProjectLocalAssets);
+    assets
+        .iter()
+        .filter_map(|asset| {
+            let found = release.asset(asset.kind, &asset.id, &asset.version)?;
+            let content = found.content_for(host.harness);
+            let delivery = contract.asset_kinds.get(&asset.kind);
+            let mut modes = Vec::new();
+            let mut path = None;
+            let mut withheld = None;
+            for mode in delivery
+                .map(|d| d.delivery_modes.as_slice())
+                .unwrap_or_default()
+            {
+                match mode {
+                    DeliveryMode::DynamicContext => modes.push(*mode),
+                    DeliveryMode::ProjectLocal => {
+                        let template = delivery.and_then(|d| d.path_template.as_deref());
+                        let candidate = template.map(|t| expand_template(t, &asset.id));
+                        if !project_local_declared {
+                            withheld = Some(Withheld::Capability);
+                        } else if policy.forbids_project_local
+                            || candidate.as_deref().is_some_and(|p| policy.forbids_path(p))
+                        {
+                            withheld = Some(Withheld::Policy);
+                        } else if candidate.is_some() {
+                            modes.push(*mode);
+                        }
+                        path = candidate;
+                    }
+                }
+            }
+            Some(Offer {
+                asset: asset.clone(),
+                content,
+                modes,
+                path,
+                withheld,
+            })
+        })
+        .collect()
+}
+
+impl Offer<'_> {
+    /// The project-local path, when that mode is offered.
+    pub(crate) fn offered_path(&self) -> Option<&str> {
+        self.modes
+            .contains(&DeliveryMode::ProjectLocal)
+            .then_some(self.path.as_deref())
+            .flatten()
+    }
+}

@@ -1,0 +1,143 @@
+//! Checking a submitted report set against its validation plan (SPEC §5.6).
+
+use std::collections::BTreeSet;
+
+use rimthan_registry::ValidatorCapability;
+
+use crate::{
+    codes::{Code, Failure},
+    request::Report,
+    session::{PlanRecord, Session},
+    view::Pinned,
+};
+
+/// Checks `reports` against `plan`; an empty result means the set is complete and in bounds.
+pub(crate) fn check_reports(
+    pinned: &Pinned<'_>,
+    session: &Session,
+    plan: &PlanRecord,
+    reports: &[Report],
+) -> Vec<Failure> {
+    let mut failures = Vec::new();
+    let mut matched = vec![false; reports.len()];
+    for (id, version) in &plan.validators {
+        let validator = pinned
+            .release
+            .validator(id, version)
+            .expect("planned validators exist");
+        let mut candidates = reports
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.validator_id == id.as_str());
+        let Some((index, report)) = candidates.next() else {
+            failures.push(
+                Failure::new(
+                    Code::ReportMissing,
+                    format!("validator {id}@{version} has no report; run it and submit its report"),
+                )
+                .with("validator_id", id),
+            );
+            continue;
+        };
+        matched[index] = true;
+        for (extra, _) in candidates {
+            matched[extra] = true;
+            failures.push(
+                Failure::new(
+                    Code::ReportDuplicate,
+                    format!("validator {id} is reported more than once"),
+                )
+                .with("report", extra)
+                .with("validator_id", id),
+            );
+        }
+        let at = |f: Failure| f.with("report", index).with("validator_id", id);
+        if report.validator_version != version.to_string() {
+            failures.push(at(Failure::new(
+                Code::ReportUnexpected,
+                format!(
+                    "the plan runs {id}@{version}, not @{}",
+                    report.validator_version
+                ),
+            )
+            .with("expected", version.to_string())
+            .with("actual", &report.validator_version)));
+        }
+        let schema_ref = &validator.doc().report_schema;
+        let schema = pinned
+            .release
+            .schema(&schema_ref.id, &schema_ref.version)
+            .expect("verified reference");
+        let value = serde_json::to_value(report).expect("reports serialize");
+        let mut errors: Vec<(String, String)> = schema
+            .validator()
+            .iter_errors(&value)
+            .map(|e| (e.instance_path().to_string(), e.to_string()))
+            .collect();
+        errors.sort();
+        if !errors.is_empty() {
+            let list: Vec<_> = errors
+                .iter()
+                .map(|(p, m)| serde_json::json!({"pointer": p, "message": m}))
+                .collect();
+            failures.push(at(Failure::new(
+                Code::ReportSchemaInvalid,
+                format!(
+                    "report of {id} does not satisfy {}: {}",
+                    schema_ref.id, errors[0].1
+                ),
+            )
+            .with("errors", list)));
+        }
+        let allowed: BTreeSet<ValidatorCapability> = validator
+            .doc()
+            .capabilities
+            .iter()
+            .filter(|c| session.host.validator_capabilities.contains(c))
+            .copied()
+            .collect();
+        let escalated: Vec<_> = report
+            .capabilities_used
+            .iter()
+            .filter(|c| !allowed.contains(c))
+            .collect();
+        if !escalated.is_empty() {
+            failures.push(at(Failure::new(
+                Code::CapabilityEscalation,
+                format!("{id} used capabilities it was not allowed"),
+            )
+            .with("allowed", &allowed)
+            .with("used", escalated)));
+        }
+        let declared: BTreeSet<String> = validator
+            .doc()
+            .inputs
+            .iter()
+            .map(|a| pinned.input(session, a.as_str()).path)
+            .collect();
+        let undeclared: Vec<_> = report
+            .inputs_read
+            .iter()
+            .filter(|p| !declared.contains(*p))
+            .collect();
+        if !undeclared.is_empty() {
+            failures.push(at(Failure::new(
+                Code::UndeclaredInputRead,
+                format!("{id} read files that are not its declared inputs"),
+            )
+            .with("declared", &declared)
+            .with("read", undeclared)));
+        }
+    }
+    for (index, report) in reports.iter().enumerate().filter(|(i, _)| !matched[*i]) {
+        failures.push(
+            Failure::new(
+                Code::ReportUnexpected,
+                format!("validator {} is not in this plan", report.validator_id),
+            )
+            .with("report", index)
+            .with("validator_id", &report.validator_id),
+        );
+    }
+    failures
+}

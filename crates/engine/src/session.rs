@@ -1,0 +1,208 @@
+//! A workflow session's state: what a start bound, where the workflow stands, and the evidence
+//! accepted so far. Persisted as JSON by the store; every change goes through a
+//! compare-and-swap on [`Session::revision`].
+
+use std::{collections::BTreeMap, fmt, str::FromStr};
+
+use rimthan_registry::{
+    AssetId, Harness, HostCapability, ReleaseId, Sha256Digest, StepId, ValidatorCapability,
+    ValidatorId, Version, WorkflowId,
+};
+use serde::{Deserialize, Serialize};
+
+/// A session id: 32 lowercase hex digits (128 random bits).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct SessionId(String);
+
+impl SessionId {
+    /// A fresh random id.
+    pub fn generate() -> Self {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).expect("the operating system's random source works");
+        Self(hex::encode(bytes))
+    }
+
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for SessionId {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.len() == 32
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err(format!("{s:?} is not a session id"))
+        }
+    }
+}
+
+impl TryFrom<String> for SessionId {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<SessionId> for String {
+    fn from(id: SessionId) -> String {
+        id.0
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Who is calling, when the server authenticates callers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Principal {
+    /// The subject (user or service) id.
+    pub subject: String,
+    /// The organization claim; principals of one organization may hand a session over.
+    pub organization: Option<String>,
+}
+
+/// Where the workflow stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The active step awaits outputs and a validation plan.
+    Active,
+    /// A validator failed the step; the harness revises and prepares again.
+    Revise,
+    /// Every step completed.
+    Completed,
+}
+
+impl Status {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Active => "active",
+            Status::Revise => "revise",
+            Status::Completed => "completed",
+        }
+    }
+}
+
+/// The adapter a session is bound to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AdapterBinding {
+    /// Adapter asset id.
+    pub id: AssetId,
+    /// Exact version.
+    pub version: Version,
+}
+
+/// What a start bound into the session; later evidence must match it exactly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HostBinding {
+    /// The harness.
+    pub harness: Harness,
+    /// The adapter.
+    pub adapter: AdapterBinding,
+    /// Declared host capabilities, sorted.
+    pub capabilities: Vec<HostCapability>,
+    /// Declared validator capabilities, sorted.
+    pub validator_capabilities: Vec<ValidatorCapability>,
+}
+
+/// An artifact whose attestation a passed step accepted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcceptedArtifact {
+    /// Artifact id.
+    pub artifact_id: String,
+    /// The step that owns it.
+    pub owner_step: StepId,
+    /// Its sha256 when accepted.
+    pub sha256: Sha256Digest,
+    /// Its size when accepted.
+    pub bytes: u64,
+}
+
+/// The validation plan awaiting reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanRecord {
+    /// Validation id.
+    pub id: String,
+    /// The step it validates.
+    pub step: StepId,
+    /// Validators, in plan order.
+    pub validators: Vec<(ValidatorId, Version)>,
+    /// Attested outputs: path → artifact.
+    pub outputs: BTreeMap<String, AcceptedArtifact>,
+}
+
+/// One reported finding, kept for a `revise` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Finding {
+    /// The validator that reported it.
+    pub validator_id: String,
+    /// `info`, `warning` or `error`.
+    pub severity: String,
+    /// What is wrong.
+    pub message: String,
+    /// The file concerned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// A JSON pointer into it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pointer: Option<String>,
+}
+
+/// A session's whole state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    /// The id.
+    pub id: SessionId,
+    /// Bumps on every stored change; the compare-and-swap key.
+    pub revision: u64,
+    /// Bumps when the checkpoint moves (advance, revise).
+    pub seq: u64,
+    /// The pinned release.
+    pub release: ReleaseId,
+    /// The workflow.
+    pub workflow: WorkflowId,
+    /// Its version.
+    pub workflow_version: Version,
+    /// The host binding.
+    pub host: HostBinding,
+    /// Who started it, when auth is on.
+    pub principal: Option<Principal>,
+    /// The repository policy declared at start.
+    pub policy: crate::request::RepositoryPolicy,
+    /// Where it stands.
+    pub status: Status,
+    /// Index of the active step (equal to the step count when completed).
+    pub step_index: usize,
+    /// The current plan, if prepared.
+    pub plan: Option<PlanRecord>,
+    /// Plan ids that a newer plan or a submission retired.
+    pub retired_plans: Vec<String>,
+    /// Accepted artifacts by path.
+    pub ledger: BTreeMap<String, AcceptedArtifact>,
+    /// Findings of the last failed submission.
+    pub findings: Vec<Finding>,
+    /// RFC 3339 time of creation.
+    pub created_at: String,
+    /// RFC 3339 time of the last change.
+    pub updated_at: String,
+}
+
+/// Current UTC time in RFC 3339 with second precision.
+pub(crate) fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .expect("0 ns is valid");
+    now.format(&time::format_description::well_known::Rfc3339)
+        .expect("UTC times format")
+}

@@ -1,0 +1,145 @@
+//! Durable state behind one trait: sessions (compare-and-swap on their revision), the
+//! append-only audit log, and server secrets. SQLite is the embedded default; PostgreSQL serves
+//! several replicas. Both run the same behavioural test suite.
+
+mod postgres;
+mod sqlite;
+
+use async_trait::async_trait;
+pub use postgres::PostgresStore;
+use serde::Serialize;
+pub use sqlite::SqliteStore;
+
+use crate::session::{Session, SessionId};
+
+/// What went wrong in a store, independent of the backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// The database could not be reached or opened.
+    Unavailable,
+    /// A migration failed.
+    Migration,
+    /// A row could not be decoded.
+    Corrupt,
+    /// Anything else the database reported.
+    Other,
+}
+
+/// A store failure.
+#[derive(Debug, thiserror::Error)]
+#[error("store error ({kind:?}): {message}")]
+pub struct StoreError {
+    /// The kind.
+    pub kind: StoreErrorKind,
+    /// What the backend said.
+    pub message: String,
+}
+
+impl StoreError {
+    pub(crate) fn new(kind: StoreErrorKind, message: impl std::fmt::Display) -> Self {
+        Self {
+            kind,
+            message: message.to_string(),
+        }
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        let kind = match &e {
+            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
+                StoreErrorKind::Unavailable
+            }
+            sqlx::Error::Decode(_) | sqlx::Error::ColumnDecode { .. } => StoreErrorKind::Corrupt,
+            _ => StoreErrorKind::Other,
+        };
+        StoreError::new(kind, e)
+    }
+}
+
+/// One tool outcome, appended to the audit log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditEntry {
+    /// The session, when the call touched one (a blocked start touches none).
+    pub session_id: Option<SessionId>,
+    /// The session's sequence after the call.
+    pub seq: Option<u64>,
+    /// The tool: `start_workflow`, `get_active_step`, `prepare_step_validation`, `submit_step_reports`.
+    pub tool: String,
+    /// `active`, `blocked`, `ready`, `rejected`, `revise`, `completed`.
+    pub outcome: String,
+    /// Codes reported, in order.
+    pub codes: Vec<String>,
+    /// sha256 of the canonical attestation, when one was submitted.
+    pub attestation_sha256: Option<String>,
+    /// sha256 of the canonical report set, when one was submitted.
+    pub reports_sha256: Option<String>,
+    /// The caller's subject, when auth is on.
+    pub principal: Option<String>,
+    /// RFC 3339 time.
+    pub at: String,
+}
+
+/// Storage for sessions, the audit log and server secrets.
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// Returns the secret called `name`, storing `generated` first if there is none yet. Of two
+    /// racing first calls, both get the same stored value.
+    async fn secret(&self, name: &str, generated: Vec<u8>) -> Result<Vec<u8>, StoreError>;
+
+    /// Stores a new session and its audit entry in one transaction.
+    async fn insert_session(&self, session: &Session, audit: &AuditEntry)
+    -> Result<(), StoreError>;
+
+    /// Loads a session.
+    async fn load_session(&self, id: &SessionId) -> Result<Option<Session>, StoreError>;
+
+    /// Replaces a session if its stored revision is still `expected_revision`, appending the
+    /// audit entry in the same transaction. Returns whether it swapped.
+    async fn update_session(
+        &self,
+        expected_revision: u64,
+        session: &Session,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError>;
+
+    /// Appends an audit entry for an outcome that changed no state.
+    async fn append_audit(&self, audit: &AuditEntry) -> Result<(), StoreError>;
+
+    /// The audit entries of a session, oldest first.
+    async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError>;
+
+    /// Whether the database answers.
+    async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// Opens the store a URL names: `sqlite://PATH`, `sqlite::memory:`, or `postgres://…`.
+pub async fn open(url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(std::sync::Arc::new(PostgresStore::connect(url).await?))
+    } else if url.starts_with("sqlite:") {
+        Ok(std::sync::Arc::new(SqliteStore::open(url).await?))
+    } else {
+        Err(StoreError::new(
+            StoreErrorKind::Unavailable,
+            format!("unsupported database URL {url:?}: use sqlite://PATH or postgres://…"),
+        ))
+    }
+}
+
+pub(crate) fn encode_session(session: &Session) -> Result<String, StoreError> {
+    serde_json::to_string(session).map_err(|e| StoreError::new(StoreErrorKind::Other, e))
+}
+
+pub(crate) fn decode_session(text: &str) -> Result<Session, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::new(StoreErrorKind::Corrupt, e))
+}
+
+pub(crate) fn encode_codes(codes: &[String]) -> String {
+    serde_json::to_string(codes).expect("strings serialize")
+}
+
+pub(crate) fn decode_codes(text: &str) -> Result<Vec<String>, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::new(StoreErrorKind::Corrupt, e))
+}

@@ -1,0 +1,208 @@
+//! The store for several replicas: one PostgreSQL database. Migrations run under sqlx's
+//! advisory lock, so replicas starting together migrate once.
+
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use sqlx::{
+    Row,
+    postgres::{PgConnectOptions, PgPool, PgPoolOptions},
+};
+
+use super::{
+    AuditEntry, Store, StoreError, StoreErrorKind, decode_codes, decode_session, encode_codes,
+    encode_session,
+};
+use crate::session::{Session, SessionId};
+
+/// PostgreSQL-backed [`Store`].
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+impl PostgresStore {
+    /// Connects to `url` and migrates.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|e| StoreError::new(StoreErrorKind::Unavailable, e))?;
+        Self::connect_with(options).await
+    }
+
+    /// Connects to `url` with every table in `schema` (created if absent), and migrates; tests
+    /// use a fresh schema each.
+    pub async fn connect_in_schema(url: &str, schema: &str) -> Result<Self, StoreError> {
+        if !schema
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        {
+            return Err(StoreError::new(
+                StoreErrorKind::Other,
+                "schema names use [a-z0-9_]",
+            ));
+        }
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|e| StoreError::new(StoreErrorKind::Unavailable, e))?;
+        let admin = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.clone())
+            .await?;
+        sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+            .execute(&admin)
+            .await?;
+        admin.close().await;
+        Self::connect_with(options.options([("search_path", schema)])).await
+    }
+
+    async fn connect_with(options: PgConnectOptions) -> Result<Self, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(8)
+            .connect_with(options)
+            .await?;
+        sqlx::migrate!("./migrations/postgres")
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::new(StoreErrorKind::Migration, e))?;
+        Ok(Self { pool })
+    }
+}
+
+fn decode_audit(row: &sqlx::postgres::PgRow) -> Result<AuditEntry, StoreError> {
+    let session: Option<String> = row.try_get("session_id")?;
+    let seq: Option<i64> = row.try_get("seq")?;
+    Ok(AuditEntry {
+        session_id: session
+            .map(|s| {
+                s.parse()
+                    .map_err(|e| StoreError::new(StoreErrorKind::Corrupt, e))
+            })
+            .transpose()?,
+        seq: seq.map(|s| s as u64),
+        tool: row.try_get("tool")?,
+        outcome: row.try_get("outcome")?,
+        codes: decode_codes(&row.try_get::<String, _>("codes")?)?,
+        attestation_sha256: row.try_get("attestation_sha256")?,
+        reports_sha256: row.try_get("reports_sha256")?,
+        principal: row.try_get("principal")?,
+        at: row.try_get("at")?,
+    })
+}
+
+async fn insert_audit<'e, E>(executor: E, audit: &AuditEntry) -> Result<(), StoreError>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Postgres>,
+{
+    sqlx::query(
+        "INSERT INTO audit_log (session_id, seq, tool, outcome, codes, attestation_sha256, \
+         reports_sha256, principal, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(audit.session_id.as_ref().map(SessionId::as_str))
+    .bind(audit.seq.map(|s| s as i64))
+    .bind(&audit.tool)
+    .bind(&audit.outcome)
+    .bind(encode_codes(&audit.codes))
+    .bind(&audit.attestation_sha256)
+    .bind(&audit.reports_sha256)
+    .bind(&audit.principal)
+    .bind(&audit.at)
+    .execute(executor)
+    .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn secret(&self, name: &str, generated: Vec<u8>) -> Result<Vec<u8>, StoreError> {
+        sqlx::query(
+            "INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(generated)
+        .execute(&self.pool)
+        .await?;
+        let row = sqlx::query("SELECT value FROM secrets WHERE name = $1")
+            .bind(name)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get("value")?)
+    }
+
+    async fn insert_session(
+        &self,
+        session: &Session,
+        audit: &AuditEntry,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO sessions (id, revision, seq, state, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(session.id.as_str())
+        .bind(session.revision as i64)
+        .bind(session.seq as i64)
+        .bind(encode_session(session)?)
+        .bind(&session.created_at)
+        .bind(&session.updated_at)
+        .execute(&mut *tx)
+        .await?;
+        insert_audit(&mut *tx, audit).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn load_session(&self, id: &SessionId) -> Result<Option<Session>, StoreError> {
+        let row = sqlx::query("SELECT state FROM sessions WHERE id = $1")
+            .bind(id.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| decode_session(&r.try_get::<String, _>("state")?))
+            .transpose()
+    }
+
+    async fn update_session(
+        &self,
+        expected_revision: u64,
+        session: &Session,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let swapped = sqlx::query(
+            "UPDATE sessions SET revision = $1, seq = $2, state = $3, updated_at = $4 \
+             WHERE id = $5 AND revision = $6",
+        )
+        .bind(session.revision as i64)
+        .bind(session.seq as i64)
+        .bind(encode_session(session)?)
+        .bind(&session.updated_at)
+        .bind(session.id.as_str())
+        .bind(expected_revision as i64)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        if !swapped {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        insert_audit(&mut *tx, audit).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn append_audit(&self, audit: &AuditEntry) -> Result<(), StoreError> {
+        insert_audit(&self.pool, audit).await
+    }
+
+    async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {
+        let rows = sqlx::query("SELECT * FROM audit_log WHERE session_id = $1 ORDER BY id")
+            .bind(session.as_str())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(decode_audit).collect()
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,234 @@
+//! Building result payloads from a session and its pinned release (SPEC §5.4, §5.7).
+
+use rimthan_registry::{
+    AssetKind, OutputDecl, SchemaRef, Step, StepKind, VerifiedRelease, Workflow, uri,
+};
+
+use crate::{
+    checkpoint::CheckpointKey,
+    offers::{Offer, Policy, offers},
+    payload::{
+        ActivePayload, HostAdapterPayload, HostAssetPayload, InputPayload, OutputPayload,
+        SESSION_FILE_PATH, SchemaPayload, SessionFile, SessionFileContent, SessionFileHost,
+        StepPayload, ValidatorPayload, WorkflowPayload, WorkflowRef,
+    },
+    session::{Session, Status},
+};
+
+/// The release, workflow and active step a session is pinned to.
+pub(crate) struct Pinned<'r> {
+    pub(crate) release: &'r VerifiedRelease,
+    pub(crate) workflow: &'r Workflow,
+}
+
+impl<'r> Pinned<'r> {
+    pub(crate) fn active_step(&self, session: &Session) -> Option<&'r Step> {
+        self.workflow.steps().get(session.step_index)
+    }
+
+    pub(crate) fn schema(&self, schema: &SchemaRef) -> SchemaPayload {
+        let entry = self
+            .release
+            .schema(&schema.id, &schema.version)
+            .expect("verified reference")
+            .entry();
+        SchemaPayload {
+            id: schema.id.to_string(),
+            version: schema.version.to_string(),
+            uri: uri::schema(self.release.id(), &schema.id, &schema.version),
+            sha256: entry.sha256.to_string(),
+        }
+    }
+
+    /// The declared output with this artifact id, anywhere in the workflow.
+    pub(crate) fn output(&self, artifact_id: &str) -> Option<&'r OutputDecl> {
+        self.workflow
+            .steps()
+            .iter()
+            .flat_map(|s| s.doc().outputs.iter())
+            .find(|o| o.artifact_id.as_str() == artifact_id)
+    }
+
+    pub(crate) fn input(&self, session: &Session, artifact_id: &str) -> InputPayload {
+        let path = self
+            .output(artifact_id)
+            .map(|o| o.path.clone())
+            .unwrap_or_default();
+        let sha256 = session.ledger.get(&path).map(|a| a.sha256.to_string());
+        InputPayload {
+            artifact_id: artifact_id.to_owned(),
+            path,
+            sha256,
+        }
+    }
+
+    pub(crate) fn offers(&self, session: &Session) -> Vec<Offer<'r>> {
+        let adapter = self
+            .release
+            .asset(
+                AssetKind::HostAdapter,
+                &session.host.adapter.id,
+                &session.host.adapter.version,
+            )
+            .expect("bound adapters exist in their release");
+        let contract = adapter
+            .base()
+            .adapter_contract
+            .as_ref()
+            .expect("bound adapters have a contract");
+        let policy = Policy::compile(&session.policy).expect("stored policies compiled at start");
+        offers(
+            self.release,
+            contract,
+            &session.host,
+            &policy,
+            &self.workflow.steps()[0].doc().host_assets,
+        )
+    }
+
+    fn step_payload(&self, session: &Session, step: &Step) -> StepPayload {
+        let doc = step.doc();
+        let release = self.release.id();
+        StepPayload {
+            id: doc.id.to_string(),
+            kind: doc.kind,
+            title: doc.title.clone(),
+            instructions: doc.instructions.clone(),
+            uri: uri::step(release, &doc.workflow, &doc.workflow_version, &doc.id),
+            outputs: doc
+                .outputs
+                .iter()
+                .map(|o| OutputPayload {
+                    artifact_id: o.artifact_id.to_string(),
+                    path: o.path.clone(),
+                    owner_step: doc.id.to_string(),
+                    media_type: o.media_type.clone(),
+                    schema: o.schema.as_ref().map(|s| self.schema(s)),
+                    max_bytes: o.max_bytes,
+                    write_policy: o.write_policy,
+                })
+                .collect(),
+            inputs: doc
+                .inputs
+                .iter()
+                .map(|i| self.input(session, i.as_str()))
+                .collect(),
+            validators: doc
+                .validators
+                .iter()
+                .map(|v| {
+                    let validator = self
+                        .release
+                        .validator(&v.id, &v.version)
+                        .expect("verified reference");
+                    ValidatorPayload {
+                        id: v.id.to_string(),
+                        version: v.version.to_string(),
+                        uri: uri::validator(release, &v.id, &v.version),
+                        sha256: validator.entry().sha256.to_string(),
+                        capabilities: validator.doc().capabilities.clone(),
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// The session file for `session` at `checkpoint`.
+    pub(crate) fn session_file(
+        &self,
+        session: &Session,
+        checkpoint: &str,
+        server: &str,
+    ) -> SessionFile {
+        SessionFile {
+            path: SESSION_FILE_PATH.into(),
+            content: SessionFileContent {
+                server: server.to_owned(),
+                session_id: session.id.to_string(),
+                checkpoint: checkpoint.to_owned(),
+                release: session.release.to_string(),
+                workflow: WorkflowRef {
+                    id: session.workflow.to_string(),
+                    version: session.workflow_version.to_string(),
+                },
+                active_step: self.active_step(session).map(|s| s.doc().id.to_string()),
+                status: session.status,
+                host: SessionFileHost::from_binding(&session.host),
+                updated_at: session.updated_at.clone(),
+                principal: session.principal.as_ref().map(|p| p.subject.clone()),
+            },
+        }
+    }
+
+    /// The active-step payload of `session`.
+    pub(crate) fn active_payload(
+        &self,
+        session: &Session,
+        key: &CheckpointKey,
+        server: &str,
+    ) -> ActivePayload {
+        let checkpoint = key.issue(&session.id, session.seq);
+        let release = self.release.id();
+        let doc = self.workflow.doc();
+        let step = self
+            .active_step(session)
+            .filter(|_| session.status != Status::Completed);
+        let adapter = self
+            .release
+            .asset(
+                AssetKind::HostAdapter,
+                &session.host.adapter.id,
+                &session.host.adapter.version,
+            )
+            .expect("bound adapters exist in their release");
+        let host_assets = match step {
+            Some(s) if s.doc().kind == StepKind::Setup => self
+                .offers(session)
+                .iter()
+                .map(|o| HostAssetPayload {
+                    kind: o.asset.kind,
+                    id: o.asset.id.to_string(),
+                    version: o.asset.version.to_string(),
+                    uri: uri::asset(
+                        release,
+                        o.asset.kind,
+                        &o.asset.id,
+                        &o.asset.version,
+                        o.content.rendition,
+                    ),
+                    sha256: o.content.sha256.to_string(),
+                    delivery_modes: o.modes.clone(),
+                    project_local_path: o.offered_path().map(str::to_owned),
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        ActivePayload {
+            status: session.status,
+            session_id: session.id.to_string(),
+            checkpoint: checkpoint.clone(),
+            release: release.to_string(),
+            workflow: WorkflowPayload {
+                id: doc.id.to_string(),
+                version: doc.version.to_string(),
+                uri: uri::workflow(release, &doc.id, &doc.version),
+            },
+            step: step.map(|s| self.step_payload(session, s)),
+            host_adapter: HostAdapterPayload {
+                id: session.host.adapter.id.to_string(),
+                version: session.host.adapter.version.to_string(),
+                uri: uri::asset(
+                    release,
+                    AssetKind::HostAdapter,
+                    &session.host.adapter.id,
+                    &session.host.adapter.version,
+                    None,
+                ),
+                sha256: adapter.base().sha256.to_string(),
+            },
+            host_assets,
+            session_file: self.session_file(session, &checkpoint, server),
+            findings: session.findings.clone(),
+        }
+    }
+}

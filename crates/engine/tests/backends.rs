@@ -1,0 +1,210 @@
+//! The behavioural suite every store backend runs: SQLite always (memory and file),
+//! PostgreSQL when `RIMTHAN_TEST_DATABASE_URL` is set.
+
+use std::sync::Arc;
+
+use rimthan_engine::{Code, Engine, Status, StepResult, Store, Verdict};
+
+use crate::common::*;
+
+/// start → setup → three work steps → completed, with one revise round on the last step.
+pub(crate) async fn full_session_with_one_revise_round(store: Arc<dyn Store>) {
+    let engine = engine_on(store.clone()).await;
+    let start = start_request("claude-code");
+    let mut payload = active(engine.start(start.clone(), None).await.unwrap());
+    assert_eq!(payload.step.as_ref().unwrap().id, "setup-workspace");
+    for expected in ["frame-question", "gather-sources", "synthesize-findings"] {
+        payload = pass_step(&engine, &payload, &start).await;
+        assert_eq!(payload.status, Status::Active);
+        assert_eq!(payload.step.as_ref().unwrap().id, expected);
+    }
+    // A failing validator sends the step back for revision with its findings.
+    let plan = ready(
+        engine
+            .prepare(prepare(&payload, &start), None)
+            .await
+            .unwrap(),
+    );
+    let revise = step_active(
+        engine
+            .submit(submit(&payload, &plan, Verdict::Fail), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(revise.status, Status::Revise);
+    assert_eq!(revise.step.as_ref().unwrap().id, "synthesize-findings");
+    assert_eq!(revise.findings.len(), 1);
+    assert_ne!(revise.checkpoint, payload.checkpoint);
+    // The old checkpoint is now stale.
+    let stale = engine
+        .submit(submit(&payload, &plan, Verdict::Pass), None)
+        .await
+        .unwrap();
+    assert_eq!(codes(&stale), ["stale_checkpoint"]);
+    let done = pass_step(&engine, &revise, &start).await;
+    assert_eq!(done.status, Status::Completed);
+    assert!(done.step.is_none());
+    assert_eq!(done.session_file.content.active_step, None);
+
+    let session: rimthan_engine::SessionId = done.session_id.parse().unwrap();
+    let log = store.audit_log(&session).await.unwrap();
+    let outcomes: Vec<_> = log
+        .iter()
+        .map(|e| format!("{}:{}", e.tool, e.outcome))
+        .collect();
+    assert_eq!(
+        outcomes.first().map(String::as_str),
+        Some("start_workflow:active")
+    );
+    assert_eq!(
+        outcomes.last().map(String::as_str),
+        Some("submit_step_reports:completed")
+    );
+    assert!(outcomes.contains(&"submit_step_reports:revise".to_owned()));
+    assert!(
+        log.iter()
+            .filter(|e| e.tool == "prepare_step_validation")
+            .all(|e| e.attestation_sha256.is_some())
+    );
+    assert!(
+        log.iter()
+            .filter(|e| e.tool == "submit_step_reports" && e.outcome != "rejected")
+            .all(|e| e.reports_sha256.is_some())
+    );
+}
+
+/// Many tasks submit the same reports on one checkpoint: exactly one advances, the rest see
+/// `stale_checkpoint`, and the audit log holds exactly one entry per call.
+pub(crate) async fn racing_submissions_advance_exactly_once(store: Arc<dyn Store>) {
+    const RACERS: usize = 12;
+    let engine = Arc::new(engine_on(store.clone()).await);
+    let start = start_request("codex");
+    let payload = active(engine.start(start.clone(), None).await.unwrap());
+    let plan = ready(
+        engine
+            .prepare(prepare(&payload, &start), None)
+            .await
+            .unwrap(),
+    );
+    let request = submit(&payload, &plan, Verdict::Pass);
+    let tasks: Vec<_> = (0..RACERS)
+        .map(|_| {
+            let (engine, request) = (engine.clone(), request.clone());
+            tokio::spawn(async move { engine.submit(request, None).await.unwrap() })
+        })
+        .collect();
+    let mut advanced = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            StepResult::Active(p) => {
+                assert_eq!(p.step.as_ref().unwrap().id, "frame-question");
+                advanced += 1;
+            }
+            rejected => {
+                let c = codes(&rejected);
+                assert!(
+                    c == ["stale_checkpoint"] || c == ["validation_superseded"],
+                    "{c:?}"
+                );
+            }
+        }
+    }
+    assert_eq!(advanced, 1);
+    let session = payload.session_id.parse().unwrap();
+    let submits: Vec<_> = store
+        .audit_log(&session)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.tool == "submit_step_reports")
+        .collect();
+    assert_eq!(
+        submits.len(),
+        RACERS,
+        "one audit entry per call, none lost or doubled"
+    );
+    assert_eq!(submits.iter().filter(|e| e.outcome == "active").count(), 1);
+}
+
+/// A second engine over the same store (a replica, or a restart) continues the session and
+/// shares the checkpoint secret.
+pub(crate) async fn sessions_survive_a_new_engine_on_the_same_store(store: Arc<dyn Store>) {
+    let start = start_request("claude-code");
+    let first = engine_on(store.clone()).await;
+    let payload = active(first.start(start.clone(), None).await.unwrap());
+    drop(first);
+    let second: Engine = engine_on(store).await;
+    let next = pass_step(&second, &payload, &start).await;
+    assert_eq!(next.step.unwrap().id, "frame-question");
+}
+
+/// A tampered checkpoint is refused before any session is read.
+pub(crate) async fn tampered_checkpoints_are_invalid(store: Arc<dyn Store>) {
+    let engine = engine_on(store).await;
+    let payload = active(engine.start(start_request("codex"), None).await.unwrap());
+    let mut token = payload.checkpoint.clone();
+    let last = token.pop().unwrap();
+    token.push(if last == 'A' { 'B' } else { 'A' });
+    let result = engine
+        .active_step(
+            rimthan_engine::ActiveStepRequest { checkpoint: token },
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(codes(&result), [Code::InvalidCheckpoint.as_str()]);
+}
+
+macro_rules! backend {
+    ($name:ident, $store:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use crate::common::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn full_session_with_one_revise_round() {
+                let Some((store, _guard)) = ($store) else {
+                    return;
+                };
+                super::full_session_with_one_revise_round(store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn racing_submissions_advance_exactly_once() {
+                let Some((store, _guard)) = ($store) else {
+                    return;
+                };
+                super::racing_submissions_advance_exactly_once(store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sessions_survive_a_new_engine_on_the_same_store() {
+                let Some((store, _guard)) = ($store) else {
+                    return;
+                };
+                super::sessions_survive_a_new_engine_on_the_same_store(store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tampered_checkpoints_are_invalid() {
+                let Some((store, _guard)) = ($store) else {
+                    return;
+                };
+                super::tampered_checkpoints_are_invalid(store).await;
+            }
+        }
+    };
+}
+
+backend!(
+    sqlite_memory,
+    Some((sqlite_memory().await, None::<tempfile::TempDir>))
+);
+backend!(sqlite_file, {
+    let (store, dir) = sqlite_file().await;
+    Some((store, Some(dir)))
+});
+backend!(
+    postgres,
+    postgres().await.map(|s| (s, None::<tempfile::TempDir>))
+);

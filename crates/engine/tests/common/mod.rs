@@ -1,0 +1,247 @@
+//! Test support: engines on every store backend, and a scripted harness that declares, attests
+//! and reports the way a real one would, from the sample project under `tests/data/`.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::{path::PathBuf, sync::Arc};
+
+use rimthan_engine::{
+    ActivePayload, AdapterDeclaration, ArtifactAttestation, Delivery, Engine, HostAttestation,
+    HostDeclaration, OutputAttestation, PrepareRequest, PrepareResult, Releases, Report,
+    ReportFinding, RepositoryPolicy, Severity, StartRequest, StartResult, StepResult, Store,
+    SubmitRequest, ValidationPlan, Verdict,
+    store::{PostgresStore, SqliteStore},
+};
+use rimthan_registry::{
+    DeliveryMode, HostCapability, Sha256Digest, ValidatorCapability, verify_embedded,
+};
+
+/// The environment variable naming the PostgreSQL server for tests.
+pub const PG_ENV: &str = "RIMTHAN_TEST_DATABASE_URL";
+
+pub fn releases() -> Arc<Releases> {
+    Arc::new(Releases::new(
+        verify_embedded().unwrap(),
+        "stable".parse().unwrap(),
+    ))
+}
+
+pub async fn engine_on(store: Arc<dyn Store>) -> Engine {
+    Engine::new(releases(), store, None).await.unwrap()
+}
+
+pub async fn sqlite_memory() -> Arc<dyn Store> {
+    Arc::new(SqliteStore::open("sqlite::memory:").await.unwrap())
+}
+
+/// A SQLite file store in a temporary folder (kept alive by the returned guard).
+pub async fn sqlite_file() -> (Arc<dyn Store>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("rimthan.db").display());
+    (Arc::new(SqliteStore::open(&url).await.unwrap()), dir)
+}
+
+/// A PostgreSQL store in a fresh schema, or `None` (with a notice) when no server is configured.
+pub async fn postgres() -> Option<Arc<dyn Store>> {
+    let Ok(url) = std::env::var(PG_ENV) else {
+        eprintln!("{PG_ENV} is not set: skipping this PostgreSQL test");
+        return None;
+    };
+    let schema = format!("t_{}", rimthan_engine::SessionId::generate());
+    Some(Arc::new(
+        PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap(),
+    ))
+}
+
+pub fn sample(path: &str) -> Vec<u8> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/sample-project");
+    std::fs::read(root.join(path)).unwrap()
+}
+
+pub fn all_host_capabilities() -> Vec<HostCapability> {
+    HostCapability::ALL.to_vec()
+}
+
+pub fn start_request(harness: &str) -> StartRequest {
+    StartRequest {
+        workflow_id: "research-study".parse().unwrap(),
+        workflow_version: None,
+        release: None,
+        channel: None,
+        host: HostDeclaration {
+            harness: harness.into(),
+            adapter: Some(AdapterDeclaration {
+                id: Some(harness.into()),
+                version: Some("1.1.0".into()),
+            }),
+            capabilities: all_host_capabilities(),
+            validator_capabilities: vec![
+                ValidatorCapability::WorkspaceRead,
+                ValidatorCapability::WebRead,
+                ValidatorCapability::GitRead,
+            ],
+        },
+        repository_policy: RepositoryPolicy::default(),
+    }
+}
+
+pub fn active(result: StartResult) -> ActivePayload {
+    match result {
+        StartResult::Active(p) => *p,
+        other => panic!(
+            "expected an active start, got {}",
+            serde_json::to_string_pretty(&other).unwrap()
+        ),
+    }
+}
+
+pub fn step_active(result: StepResult) -> ActivePayload {
+    match result {
+        StepResult::Active(p) => *p,
+        other => panic!(
+            "expected an active payload, got {}",
+            serde_json::to_string_pretty(&other).unwrap()
+        ),
+    }
+}
+
+pub fn ready(result: PrepareResult) -> ValidationPlan {
+    match result {
+        PrepareResult::Ready(p) => p,
+        other => panic!(
+            "expected a plan, got {}",
+            serde_json::to_string_pretty(&other).unwrap()
+        ),
+    }
+}
+
+/// The codes of a rejected or blocked result, as JSON sees them.
+pub fn codes(result: &impl serde::Serialize) -> Vec<String> {
+    let value = serde_json::to_value(result).unwrap();
+    let list = value.get("failures").or_else(|| value.get("blockers"));
+    list.and_then(|l| l.as_array())
+        .map(|l| {
+            l.iter()
+                .map(|f| f["code"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The host attestation a faithful harness would give for a setup payload: every asset,
+/// project-local where offered, with the exact digest.
+pub fn host_attestation(payload: &ActivePayload, start: &StartRequest) -> HostAttestation {
+    HostAttestation {
+        harness: start.host.harness.clone(),
+        adapter: start.host.adapter.clone().unwrap(),
+        capabilities: start.host.capabilities.clone(),
+        validator_capabilities: start.host.validator_capabilities.clone(),
+        deliveries: payload
+            .host_assets
+            .iter()
+            .map(|a| {
+                let local = a.project_local_path.clone();
+                Delivery {
+                    kind: a.kind,
+                    id: a.id.clone(),
+                    version: a.version.clone(),
+                    sha256: a.sha256.clone(),
+                    delivery_mode: if local.is_some() {
+                        DeliveryMode::ProjectLocal
+                    } else {
+                        DeliveryMode::DynamicContext
+                    },
+                    path: local,
+                }
+            })
+            .collect(),
+    }
+}
+
+/// The output attestation a faithful harness gives after writing the sample files.
+pub fn output_attestation(payload: &ActivePayload) -> OutputAttestation {
+    let step = payload.step.as_ref().unwrap();
+    OutputAttestation {
+        artifacts: step
+            .outputs
+            .iter()
+            .map(|o| {
+                let bytes = sample(&o.path);
+                let json = o.media_type == "application/json";
+                ArtifactAttestation {
+                    artifact_id: o.artifact_id.clone(),
+                    path: o.path.clone(),
+                    owner_step: o.owner_step.clone(),
+                    media_type: o.media_type.clone(),
+                    schema_sha256: o.schema.as_ref().map(|s| s.sha256.clone()),
+                    bytes: bytes.len() as u64,
+                    sha256: Sha256Digest::of(&bytes).to_string(),
+                    symlink_free: true,
+                    read_back: true,
+                    write_policy: o.write_policy,
+                    content: json.then(|| serde_json::from_slice(&bytes).unwrap()),
+                }
+            })
+            .collect(),
+    }
+}
+
+pub fn prepare(payload: &ActivePayload, start: &StartRequest) -> PrepareRequest {
+    let step = payload.step.as_ref().unwrap();
+    let setup = step.id == "setup-workspace";
+    PrepareRequest {
+        checkpoint: payload.checkpoint.clone(),
+        step_id: step.id.clone(),
+        host_attestation: setup.then(|| host_attestation(payload, start)),
+        output_attestation: (!setup).then(|| output_attestation(payload)),
+    }
+}
+
+/// One report per planned validator, each reading exactly its inputs.
+pub fn reports(plan: &ValidationPlan, verdict: Verdict) -> Vec<Report> {
+    plan.validators
+        .iter()
+        .map(|v| Report {
+            validator_id: v.id.clone(),
+            validator_version: v.version.clone(),
+            verdict,
+            summary: format!("{} checked the declared inputs.", v.id),
+            findings: match verdict {
+                Verdict::Pass => vec![],
+                Verdict::Fail => vec![ReportFinding {
+                    severity: Severity::Error,
+                    message: "The claim in item 3 cites no source.".into(),
+                    path: Some("research/findings.md".into()),
+                    pointer: None,
+                }],
+            },
+            inputs_read: v.inputs.iter().map(|i| i.path.clone()).collect(),
+            capabilities_used: v.capabilities.clone(),
+        })
+        .collect()
+}
+
+pub fn submit(payload: &ActivePayload, plan: &ValidationPlan, verdict: Verdict) -> SubmitRequest {
+    SubmitRequest {
+        checkpoint: payload.checkpoint.clone(),
+        validation_id: plan.validation_id.clone(),
+        reports: reports(plan, verdict),
+    }
+}
+
+/// Drives one step: prepare with faithful evidence, then submit passing reports.
+pub async fn pass_step(
+    engine: &Engine,
+    payload: &ActivePayload,
+    start: &StartRequest,
+) -> ActivePayload {
+    let plan = ready(engine.prepare(prepare(payload, start), None).await.unwrap());
+    step_active(
+        engine
+            .submit(submit(payload, &plan, Verdict::Pass), None)
+            .await
+            .unwrap(),
+    )
+}

@@ -1,0 +1,7 @@
+//! Engine behaviour tests: one binary, one module per concern.
+
+mod attestations;
+mod backends;
+mod blockers;
+mod common;
+mod submissions;
