@@ -104,6 +104,13 @@ pub fn build_release(
         entries: Vec::new(),
         files: RegistryFiles::default(),
     };
+    if pairs(&source.join("workflows"))?.is_empty() {
+        return Err(source_error(
+            &source.join("workflows"),
+            "no workflow found: a release source holds workflows/<id>/<version>/workflow.json"
+                .into(),
+        ));
+    }
     b.schemas(&source.join("schemas"))?;
     b.validators(&source.join("validators"))?;
     b.verbatim_assets(&source.join("skills"), AssetKind::Skill)?;
@@ -433,7 +440,7 @@ fn sorted_names(dir: &Path) -> Result<Vec<String>, RegistryError> {
 /// is left alone; one with any different byte is an error, never rewritten.
 pub fn publish(out: &Path, built: &BuiltRelease) -> Result<(), RegistryError> {
     let prefix = format!("releases/{}/", built.release);
-    let release_dir = out.join(&prefix);
+    let release_dir = out.join("releases").join(built.release.as_str());
     if release_dir.exists() {
         let existing = RegistryFiles::from_dir(out)?;
         let old: Vec<_> = existing.paths_under(&prefix).collect();
@@ -448,12 +455,30 @@ pub fn publish(out: &Path, built: &BuiltRelease) -> Result<(), RegistryError> {
                 release: built.release.to_string(),
             });
         }
-        return built
-            .files
-            .paths_under("keys/")
-            .try_for_each(|p| write_atomic(&out.join(p), built.files.get(p).expect("listed")));
+        return write_keys(out, built);
     }
-    built.files.write_to(out)
+    write_keys(out, built)?;
+    // Stage the release beside the registry and move it into place with one rename, so a
+    // crash never leaves a half-written release that could neither verify nor be rebuilt.
+    let staging = out.join(format!(".staging-{}", built.release));
+    if staging.exists() {
+        fs::remove_dir_all(&staging).map_err(RegistryError::io(&staging))?;
+    }
+    for path in built.files.paths_under(&prefix) {
+        write_atomic(
+            &staging.join(&path[prefix.len()..]),
+            built.files.get(path).expect("listed"),
+        )?;
+    }
+    fs::create_dir_all(out.join("releases")).map_err(RegistryError::io(out))?;
+    fs::rename(&staging, &release_dir).map_err(RegistryError::io(&release_dir))
+}
+
+fn write_keys(out: &Path, built: &BuiltRelease) -> Result<(), RegistryError> {
+    built
+        .files
+        .paths_under("keys/")
+        .try_for_each(|p| write_atomic(&out.join(p), built.files.get(p).expect("listed")))
 }
 
 /// Points `channel` at `release` in the registry at `dir`, after checking the release exists.

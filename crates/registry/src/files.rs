@@ -90,15 +90,6 @@ impl RegistryFiles {
             .map(|(p, _)| p.as_str())
             .take_while(move |p| p.starts_with(prefix))
     }
-
-    /// Writes every file under `root`, each through a temporary file and a rename, so a crash
-    /// leaves either the old or the new file, never half of one.
-    pub fn write_to(&self, root: &Path) -> Result<(), RegistryError> {
-        for (rel, bytes) in &self.files {
-            write_atomic(&root.join(rel), bytes)?;
-        }
-        Ok(())
-    }
 }
 
 /// Writes `bytes` to `path` via a sibling temporary file and a rename.

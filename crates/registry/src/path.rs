@@ -208,8 +208,9 @@ pub fn check_path_template(template: &str) -> Result<(), PathRule> {
 }
 
 /// Rejects templates whose placeholder segment could become a reserved root or device name for
-/// some id, e.g. `co{asset_id}` (id `n`) or `.{asset_id}` (id `git`). Ids themselves are never
-/// device names (see [`crate::ids::check_name`]), so a bare `{asset_id}` segment is safe.
+/// some id, e.g. `co{asset_id}` (id `n`), `.{asset_id}` (id `git`) or `c{asset_id}1` (id `om`).
+/// Ids themselves are never device names (see [`crate::ids::check_name`]), so a bare
+/// `{asset_id}` segment is safe.
 fn check_id_cannot_complete_a_name(template: &str) -> Result<(), PathRule> {
     let segment = template
         .split('/')
@@ -218,35 +219,40 @@ fn check_id_cannot_complete_a_name(template: &str) -> Result<(), PathRule> {
     let (before, after) = segment
         .split_once(ASSET_ID_PLACEHOLDER)
         .expect("placeholder");
-    let candidates = RESERVED_ROOTS
-        .iter()
-        .chain(RESERVED_SHORT_NAMES)
-        .chain(DEVICE_NAMES);
-    for name in candidates {
-        let folded_before = before.to_ascii_lowercase();
-        // The segment is `before + id + after`; a name is reachable when the id can fill the gap.
-        let Some(middle) = name.strip_prefix(folded_before.as_str()) else {
-            continue;
-        };
-        let after_folded = after.to_ascii_lowercase();
-        let reserved = RESERVED_ROOTS.contains(name) || RESERVED_SHORT_NAMES.contains(name);
-        let fills = |m: &str| !m.is_empty() && m.parse::<AssetId>().is_ok();
-        let reachable = if reserved {
-            // Trailing dots and spaces fold away, so `after` may only be dots/spaces.
-            after_folded.trim_end_matches(['.', ' ']).is_empty() && fills(middle)
-        } else {
-            // Device names match on the stem before the first dot.
-            (after_folded.is_empty() || after_folded.starts_with('.')) && fills(middle)
-        };
-        if reachable {
-            return Err(if reserved {
-                PathRule::ReservedRoot
-            } else {
-                PathRule::DeviceName
-            });
+    let (before, after) = (before.to_ascii_lowercase(), after.to_ascii_lowercase());
+    // The name a segment folds to for reserved roots: trailing dots and spaces dropped. An id
+    // never ends in either, so only `after` is trimmed.
+    let reserved_suffix = after.trim_end_matches(['.', ' ']);
+    for name in RESERVED_ROOTS.iter().chain(RESERVED_SHORT_NAMES) {
+        if id_completes(name, &before, reserved_suffix) {
+            return Err(PathRule::ReservedRoot);
+        }
+    }
+    // Device names match on the stem before the first dot, trailing spaces dropped. An id has
+    // no dot, so a dot in `before` fixes the stem whatever the id is (the probes cover that).
+    if !before.contains('.') {
+        let device_suffix = after
+            .split('.')
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches(' ');
+        for name in DEVICE_NAMES {
+            if id_completes(name, &before, device_suffix) {
+                return Err(PathRule::DeviceName);
+            }
         }
     }
     Ok(())
+}
+
+/// Whether some valid asset id `m` makes `prefix + m + suffix == name`.
+fn id_completes(name: &str, prefix: &str, suffix: &str) -> bool {
+    name.len() > prefix.len() + suffix.len()
+        && name.starts_with(prefix)
+        && name.ends_with(suffix)
+        && name[prefix.len()..name.len() - suffix.len()]
+            .parse::<AssetId>()
+            .is_ok()
 }
 
 /// Substitutes an asset id into a template that passed [`check_path_template`].
@@ -299,6 +305,11 @@ mod tests {
             ("CON/{asset_id}.md", PathRule::DeviceName),
             ("a/com1.txt/{asset_id}", PathRule::DeviceName),
             ("a/co{asset_id}", PathRule::DeviceName),
+            ("a/c{asset_id}1", PathRule::DeviceName),
+            ("a/co{asset_id} .md", PathRule::DeviceName),
+            ("a/con{asset_id}$", PathRule::DeviceName),
+            ("a/.g{asset_id}t", PathRule::ReservedRoot),
+            ("a/.{asset_id}j", PathRule::ReservedRoot),
             ("a/lpt{asset_id}.md", PathRule::DeviceName),
             ("a/.{asset_id}", PathRule::ReservedRoot),
             ("a/b:c/{asset_id}", PathRule::ForbiddenCharacter),

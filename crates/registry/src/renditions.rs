@@ -15,9 +15,6 @@ use crate::{
     model::ValidatorDoc,
 };
 
-/// Claude Code tools that can modify files or run arbitrary commands; never in a validator.
-const WRITING_TOOLS: &[&str] = &["Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"];
-
 /// The Claude Code tools that realize one validator capability read-only.
 pub fn claude_tools(capability: ValidatorCapability) -> &'static [&'static str] {
     match capability {
@@ -43,6 +40,7 @@ struct CodexAgent {
 }
 
 #[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct AgentFrontmatter {
     name: String,
     description: String,
@@ -142,7 +140,7 @@ pub(crate) fn check_codex_subagent(id: &AssetId, bytes: &[u8]) -> Result<(), Str
 }
 
 /// Checks a Claude Code agent: frontmatter `name` equal to the id, a `description`, and a
-/// `tools` allow-list without writing tools or unrestricted Bash.
+/// `tools` allow-list of known read-only tools (no writing tool, no unrestricted Bash).
 pub(crate) fn check_claude_subagent(id: &AssetId, bytes: &[u8]) -> Result<(), String> {
     let (fm, body) = frontmatter::parse::<AgentFrontmatter>(text(bytes)?)?;
     if fm.name != id.as_str() {
@@ -154,16 +152,22 @@ pub(crate) fn check_claude_subagent(id: &AssetId, bytes: &[u8]) -> Result<(), St
     if fm.description.trim().is_empty() || body.trim().is_empty() {
         return Err("description and the system prompt body must not be blank".into());
     }
+    // An allow-list of known read-only tools only: an empty or unknown entry could mean "all
+    // tools" or a writing one to some host version, so it fails closed.
     let tools = fm
         .tools
         .ok_or("a validator subagent needs a read-only tools allow-list")?;
-    match tools
-        .split(',')
-        .map(str::trim)
-        .find(|t| WRITING_TOOLS.contains(t))
-    {
+    let allowed: Vec<&str> = ValidatorCapability::ALL
+        .iter()
+        .flat_map(|c| claude_tools(*c).iter().copied())
+        .collect();
+    let listed: Vec<&str> = tools.split(',').map(str::trim).collect();
+    if listed.iter().all(|t| t.is_empty()) {
+        return Err("the tools allow-list is empty; list the read-only tools it needs".into());
+    }
+    match listed.iter().find(|t| !allowed.contains(t)) {
         Some(t) => Err(format!(
-            "tool {t:?} can write or run anything; validators are read-only"
+            "tool {t:?} is not a known read-only tool; validators are read-only"
         )),
         None => Ok(()),
     }
@@ -239,6 +243,11 @@ mod tests {
         assert!(check_claude_subagent(&asset_id(), writable.as_bytes()).is_err());
         let bash = md.replace("tools: ", "tools: Bash, ");
         assert!(check_claude_subagent(&asset_id(), bash.as_bytes()).is_err());
+        let rm = md.replace("tools: ", "tools: Bash(rm:*), ");
+        assert!(check_claude_subagent(&asset_id(), rm.as_bytes()).is_err());
+        let (head, rest) = md.split_once("tools: ").unwrap();
+        let empty = format!("{head}tools: ''\n{}", rest.split_once('\n').unwrap().1);
+        assert!(check_claude_subagent(&asset_id(), empty.as_bytes()).is_err());
     }
 
     #[test]

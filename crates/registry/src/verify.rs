@@ -214,9 +214,9 @@ fn read_signature(files: &RegistryFiles, path: &str) -> Result<SignatureFile, Re
     let bytes = files
         .get(path)
         .ok_or_else(|| RegistryError::SignatureMissing { file: path.into() })?;
-    serde_json::from_slice(bytes).map_err(|e| RegistryError::ManifestInvalid {
+    serde_json::from_slice(bytes).map_err(|_| RegistryError::SignatureInvalid {
         file: path.into(),
-        reason: format!("signature file does not parse: {e}"),
+        key_id: "(unreadable signature file)".into(),
     })
 }
 
@@ -610,10 +610,22 @@ impl<'a> Structure<'a> {
                 let entry = &steps[0].entry;
                 return Err(self.dangling(entry, format!("workflow {workflow_id}@{version}")));
             };
-            let mut by_id: BTreeMap<String, Step> = steps
-                .into_iter()
-                .map(|s| (s.doc.id.to_string(), s))
-                .collect();
+            let mut by_id: BTreeMap<String, Step> = BTreeMap::new();
+            for step in steps {
+                if by_id.contains_key(step.doc.id.as_str()) {
+                    return Err(self.duplicate(&step.entry));
+                }
+                by_id.insert(step.doc.id.to_string(), step);
+            }
+            let listed: BTreeSet<_> = workflow.doc.steps.iter().map(|s| &s.id).collect();
+            if listed.len() != workflow.doc.steps.len() {
+                return Err(RegistryError::WorkflowInvalid {
+                    file: self.file(&workflow.entry),
+                    entry: workflow.entry.label(),
+                    rule: "duplicate_step",
+                    reason: "list each step once".into(),
+                });
+            }
             let wf_file = self.file(&workflow.entry);
             let wf_label = workflow.entry.label();
             for summary in &workflow.doc.steps {
@@ -760,10 +772,16 @@ impl<'a> Structure<'a> {
                     "host-adapter is not a deliverable asset".into(),
                 ));
             }
-            if delivery.delivery_modes.is_empty() || has_duplicates(&delivery.delivery_modes) {
+            if delivery.delivery_modes.is_empty() {
                 return Err(err(
                     "no_delivery_mode",
-                    format!("{kind}: list each allowed mode once"),
+                    format!("{kind}: list its allowed modes"),
+                ));
+            }
+            if has_duplicates(&delivery.delivery_modes) {
+                return Err(err(
+                    "duplicate_delivery_mode",
+                    format!("{kind}: list each mode once"),
                 ));
             }
             if let Some(mode) = delivery
@@ -836,10 +854,6 @@ impl<'a> Structure<'a> {
                     format!("the first step must be {SETUP_STEP} of kind setup"),
                 ));
             }
-        }
-        let ids: BTreeSet<_> = steps.iter().map(|s| &s.doc.id).collect();
-        if ids.len() != steps.len() {
-            return Err(self.workflow_error(entry, "duplicate_step", "list each step once".into()));
         }
         let mut available: BTreeSet<ArtifactId> = BTreeSet::new();
         let mut paths = BTreeSet::new();
@@ -943,7 +957,8 @@ impl<'a> Structure<'a> {
                     ),
                 ));
             }
-            if !paths.insert(output.path.clone()) {
+            // Case-insensitive: paths differing only in case collide on many file systems.
+            if !paths.insert(output.path.to_lowercase()) {
                 return Err(err(
                     "duplicate_output_path",
                     format!("path {} is declared by two outputs", output.path),

@@ -7,6 +7,11 @@ use proptest::prelude::*;
 use rimthan_registry::{AssetId, check_path_template, check_relative_path, expand_template};
 
 const RESERVED: &[&str] = &[".git", ".hg", ".svn", ".bzr", ".jj", ".rimthan", "git~1"];
+const DEVICES: &[&str] = &[
+    "con", "prn", "aux", "nul", "com1", "com2", "com3", "com4", "com5", "com6", "com7", "com8",
+    "com9", "lpt1", "lpt2", "lpt3", "lpt4", "lpt5", "lpt6", "lpt7", "lpt8", "lpt9", "conin$",
+    "conout$",
+];
 
 fn segment() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -28,6 +33,11 @@ fn segment() -> impl Strategy<Value = String> {
         Just(".{asset_id}".to_owned()),
         Just("co{asset_id}".to_owned()),
         Just("{other}".to_owned()),
+        Just("c{asset_id}1".to_owned()),
+        Just(".g{asset_id}t".to_owned()),
+        Just("con{asset_id}$".to_owned()),
+        Just("{asset_id} .md".to_owned()),
+        Just("l{asset_id}9.txt".to_owned()),
         Just("x\\y".to_owned()),
         Just("C:".to_owned()),
         Just("skills".to_owned()),
@@ -74,6 +84,12 @@ fn assert_contained(path: &str) -> Result<(), TestCaseError> {
                     !RESERVED.contains(&folded.as_str()),
                     "{path} reaches {folded}"
                 );
+                let stem = folded
+                    .split('.')
+                    .next()
+                    .unwrap_or_default()
+                    .trim_end_matches(' ');
+                prop_assert!(!DEVICES.contains(&stem), "{path} names device {stem}");
                 depth += 1;
             }
             other => prop_assert!(false, "{path} has {other:?}"),

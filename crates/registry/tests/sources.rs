@@ -89,6 +89,9 @@ fn a_source_error_names_the_file() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("1.0.0.json"), b"{not json").unwrap();
     let err = build_release(src.path(), &"1.0.0".parse().unwrap(), &test_key()).unwrap_err();
+    assert!(err.to_string().contains("no workflow found"), "{err}");
+    std::fs::create_dir_all(src.path().join("workflows/w/1.0.0")).unwrap();
+    let err = build_release(src.path(), &"1.0.0".parse().unwrap(), &test_key()).unwrap_err();
     assert_eq!(err.code(), "source_invalid");
     assert!(
         err.to_string().contains("schemas/broken/1.0.0.json"),

@@ -115,7 +115,8 @@ fn load(dir: Option<&Path>) -> Result<VerifiedRegistry, RegistryError> {
 }
 
 fn read_key(path: &Path) -> anyhow::Result<SigningKey> {
-    let text = fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    let text = fs::read_to_string(path)
+        .map_err(|e| InputError(format!("{}: cannot read the key file: {e}", path.display())))?;
     let file: SigningKeyFile = serde_json::from_str(&text)
         .map_err(|e| InputError(format!("{}: not a signing key file: {e}", path.display())))?;
     SigningKey::from_file(&file).map_err(|e| InputError(format!("{}: {e}", path.display())).into())
@@ -144,28 +145,41 @@ fn promote(args: PromoteArgs) -> anyhow::Result<()> {
     let release: ReleaseId = parse(&args.release)?;
     let registry = load(Some(&args.dir))?;
     if registry.release(&release).is_none() {
-        return Err(RegistryError::ReleaseNotFound {
-            release: release.to_string(),
-            available: registry
-                .releases()
-                .keys()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", "),
-        }
-        .into());
+        return Err(release_not_found(&registry, &release).into());
     }
     set_channel(&args.dir, &channel, &release)?;
     println!("channel {channel} -> {release}");
     Ok(())
 }
 
+fn release_not_found(registry: &VerifiedRegistry, release: &ReleaseId) -> RegistryError {
+    RegistryError::ReleaseNotFound {
+        release: release.to_string(),
+        available: registry
+            .releases()
+            .keys()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
 fn keygen(args: KeygenArgs) -> anyhow::Result<()> {
     let key = SigningKey::generate()?;
     let mut text = serde_json::to_string_pretty(&key.to_file())?;
     text.push('\n');
-    write_private(&args.out, text.as_bytes())
-        .with_context(|| format!("{}: cannot create the key file", args.out.display()))?;
+    match write_private(&args.out, text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(InputError(format!(
+                "{} exists; keys are never overwritten, choose another path",
+                args.out.display()
+            ))
+            .into());
+        }
+        other => {
+            other.with_context(|| format!("{}: cannot create the key file", args.out.display()))?
+        }
+    }
     println!("key {} written to {}", key.key_id(), args.out.display());
     Ok(())
 }
@@ -216,6 +230,9 @@ fn print_summary(
 fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     let registry = load(args.dir.as_deref())?;
     let only: Option<ReleaseId> = args.release.as_deref().map(parse).transpose()?;
+    if let Some(only) = only.as_ref().filter(|o| registry.release(o).is_none()) {
+        return Err(release_not_found(&registry, only).into());
+    }
     let out = &mut std::io::stdout().lock();
     print_summary(&registry, out)?;
     for (id, release) in registry.releases() {
@@ -242,9 +259,6 @@ fn inspect(args: InspectArgs) -> anyhow::Result<()> {
             ["ENTRY", "MEDIA TYPE", "BYTES", "SHA256", "PATH"],
             &rows,
         )?;
-    }
-    if let Some(only) = only.filter(|o| registry.release(o).is_none()) {
-        return Err(InputError(format!("release {only} is not in the registry")).into());
     }
     Ok(())
 }
