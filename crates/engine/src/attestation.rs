@@ -342,13 +342,9 @@ pub(crate) fn check_outputs(
             )
             .with("expected", output.write_policy)
             .with("actual", art.write_policy)));
-        } else if let Some(problem) = history_breaks_policy(
-            session,
-            &output.path,
-            doc.id.as_str(),
-            output.write_policy,
-            digest,
-        ) {
+        } else if let Some(problem) =
+            history_breaks_policy(session, &output.path, output.write_policy, digest)
+        {
             failures.push(at(Failure::new(Code::WritePolicyMismatch, problem)
                 .with("policy", output.write_policy)));
         }
@@ -452,34 +448,18 @@ pub(crate) fn check_outputs(
 }
 
 /// What the session already knows about `path` that the write policy forbids, if anything.
+///
+/// Paths are unique per workflow, so only the active step ever attests a path; its history is
+/// what earlier preparations of this step attested. `create-owned` and
+/// `create-or-replace-owned` may rewrite the step's own file between rounds; `must-exist` is
+/// proven by the read-back itself.
 fn history_breaks_policy(
     session: &Session,
     path: &str,
-    step: &str,
     policy: WritePolicy,
     digest: Option<Sha256Digest>,
 ) -> Option<String> {
-    let known = session.ledger.get(path);
-    if let Some(known) = known.filter(|k| k.owner_step.as_str() != step) {
-        return Some(format!(
-            "{path} is owned by step {}, not {step}",
-            known.owner_step
-        ));
-    }
-    match (policy, known) {
-        (WritePolicy::CreateOrVerifyOwned, Some(known)) if Some(known.sha256) != digest => {
-            Some(format!(
-                "{path} exists and must be verified unchanged (sha256 {})",
-                known.sha256
-            ))
-        }
-        (WritePolicy::MustExist, None) => {
-            Some(format!("{path} must already exist from an accepted step"))
-        }
-        (WritePolicy::MustExist, Some(known)) if Some(known.sha256) != digest => Some(format!(
-            "{path} must exist unchanged (sha256 {})",
-            known.sha256
-        )),
-        _ => None,
-    }
+    let known = session.attested.get(path)?;
+    (policy == WritePolicy::CreateOrVerifyOwned && Some(*known) != digest)
+        .then(|| format!("{path} was attested with sha256 {known} and must stay unchanged"))
 }

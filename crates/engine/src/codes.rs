@@ -101,13 +101,13 @@ codes! {
     SchemaDigestMismatch = "schema_digest_mismatch",
     /// The artifact is larger than its max_bytes.
     MaxBytesExceeded = "max_bytes_exceeded",
-    /// The attested sha256 is malformed or contradicts what the session recorded.
+    /// The attested sha256 is not 64 lowercase hex digits.
     ContentDigestMismatch = "content_digest_mismatch",
     /// The path traverses a symlink.
     SymlinkInPath = "symlink_in_path",
     /// The artifact was not read back from disk.
     OutputNotReadBack = "output_not_read_back",
-    /// The write policy is not the declared one, or the file's history breaks it.
+    /// The write policy is not the declared one, or the file's attested history breaks it.
     WritePolicyMismatch = "write_policy_mismatch",
     /// A JSON artifact does not satisfy its schema.
     SchemaValidationFailed = "schema_validation_failed",

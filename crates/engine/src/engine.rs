@@ -238,6 +238,7 @@ impl Engine {
             plan: None,
             retired_plans: Vec::new(),
             ledger: Default::default(),
+            attested: Default::default(),
             findings: Vec::new(),
             created_at: now.clone(),
             updated_at: now,
@@ -379,8 +380,10 @@ impl Engine {
                 Ok(plan) => {
                     let mut next = session.clone();
                     if let Some(old) = next.plan.take() {
-                        next.retired_plans.push(old.id);
+                        next.retire(old.id);
                     }
+                    next.attested
+                        .extend(plan.outputs.iter().map(|(p, a)| (p.clone(), a.sha256)));
                     next.plan = Some(plan.clone());
                     next.revision += 1;
                     next.updated_at = now_rfc3339();
@@ -569,7 +572,7 @@ impl Engine {
             }
             let mut next = session.clone();
             let plan = next.plan.take().expect("matched above");
-            next.retired_plans.push(plan.id.clone());
+            next.retire(plan.id.clone());
             let failing: Vec<_> = req
                 .reports
                 .iter()

@@ -1,7 +1,7 @@
 //! The engine's one error type: what no tool result can express. Domain outcomes (blocked,
 //! rejected, revise) are results, not errors.
 
-use crate::store::StoreError;
+use crate::store::{StoreError, StoreErrorKind};
 
 /// A call could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +36,12 @@ impl EngineError {
     pub fn code(&self) -> &'static str {
         match self {
             EngineError::InvalidArgument { .. } => "invalid_argument",
-            EngineError::Store(_) => "store_unavailable",
+            EngineError::Store(e) => match e.kind {
+                StoreErrorKind::Unavailable => "store_unavailable",
+                StoreErrorKind::Migration => "store_migration_failed",
+                StoreErrorKind::Corrupt => "store_corrupt",
+                _ => "store_error",
+            },
             EngineError::Contended { .. } => "session_contended",
             EngineError::PinnedReleaseMissing(_) => "pinned_release_missing",
         }

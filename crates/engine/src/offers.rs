@@ -3,8 +3,8 @@
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use rimthan_registry::{
-    AdapterContract, AssetRef, DeliveryMode, Entry, HostCapability, VerifiedRelease,
-    expand_template,
+    AdapterContract, AssetRef, DeliveryMode, Entry, HostCapability, ValidatorCapability,
+    VerifiedRelease, expand_template,
 };
 
 use crate::{error::EngineError, request::RepositoryPolicy, session::HostBinding};
@@ -37,6 +37,17 @@ impl Policy {
             field: "repository_policy.forbidden_paths".into(),
             message: e.to_string(),
         })?;
+        // Capability names are checked, not matched blindly: a typo must not forbid nothing.
+        for (i, name) in policy.forbidden_capabilities.iter().enumerate() {
+            if name.parse::<HostCapability>().is_err()
+                && name.parse::<ValidatorCapability>().is_err()
+            {
+                return Err(EngineError::InvalidArgument {
+                    field: format!("repository_policy.forbidden_capabilities[{i}]"),
+                    message: format!("{name:?} is not a host or validator capability"),
+                });
+            }
+        }
         let forbidden_capabilities = policy.forbidden_capabilities.clone();
         let forbids_project_local = policy.forbids_project_local_assets
             || forbidden_capabilities

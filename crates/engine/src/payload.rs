@@ -191,9 +191,6 @@ pub struct SessionFileContent {
     pub host: SessionFileHost,
     /// RFC 3339 time of the last change.
     pub updated_at: String,
-    /// Who started the session, when auth is on.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub principal: Option<String>,
 }
 
 impl SessionFileHost {

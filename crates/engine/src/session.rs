@@ -186,16 +186,32 @@ pub struct Session {
     pub step_index: usize,
     /// The current plan, if prepared.
     pub plan: Option<PlanRecord>,
-    /// Plan ids that a newer plan or a submission retired.
+    /// Plan ids that a newer plan or a submission retired (the most recent ones).
     pub retired_plans: Vec<String>,
     /// Accepted artifacts by path.
     pub ledger: BTreeMap<String, AcceptedArtifact>,
+    /// The digest last attested for each output path, kept across revise rounds so
+    /// `create-or-verify-owned` can hold a file to what was first attested.
+    #[serde(default)]
+    pub attested: BTreeMap<String, Sha256Digest>,
     /// Findings of the last failed submission.
     pub findings: Vec<Finding>,
     /// RFC 3339 time of creation.
     pub created_at: String,
     /// RFC 3339 time of the last change.
     pub updated_at: String,
+}
+
+/// How many retired plan ids a session remembers, to tell superseded from unknown plans.
+const RETIRED_PLANS_KEPT: usize = 64;
+
+impl Session {
+    /// Records that a plan is no longer pending, forgetting the oldest beyond a bound.
+    pub(crate) fn retire(&mut self, plan: String) {
+        self.retired_plans.push(plan);
+        let excess = self.retired_plans.len().saturating_sub(RETIRED_PLANS_KEPT);
+        self.retired_plans.drain(..excess);
+    }
 }
 
 /// Current UTC time in RFC 3339 with second precision.

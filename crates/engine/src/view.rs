@@ -155,7 +155,6 @@ impl<'r> Pinned<'r> {
                 status: session.status,
                 host: SessionFileHost::from_binding(&session.host),
                 updated_at: session.updated_at.clone(),
-                principal: session.principal.as_ref().map(|p| p.subject.clone()),
             },
         }
     }

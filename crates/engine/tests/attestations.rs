@@ -140,7 +140,7 @@ async fn each_host_attestation_field_change_yields_its_code() {
 }
 
 #[tokio::test]
-async fn dynamic_context_delivery_is_refused_where_only_project_local_is_attested_for_codex_toml() {
+async fn project_local_delivery_is_refused_where_only_dynamic_context_is_offered() {
     // A codex host without project-local-assets may not claim a project-local copy.
     let engine = engine_on(sqlite_memory().await).await;
     let mut start = start_request("codex");

@@ -20,8 +20,8 @@ async fn blocked(request: rimthan_engine::StartRequest) -> Vec<String> {
 async fn unknown_harness_is_unsupported() {
     let mut req = start_request("claude-code");
     req.host.harness = "vim".into();
-    let c = blocked(req).await;
-    assert_eq!(c.first().map(String::as_str), Some("unsupported_harness"));
+    // The unknown harness is named, and nothing else: the pinned adapter cannot be judged.
+    assert_eq!(blocked(req).await, ["unsupported_harness"]);
 }
 
 #[tokio::test]
@@ -309,5 +309,55 @@ async fn unknown_release_channel_and_workflow_are_rejected() {
     assert!(
         err.to_string()
             .contains("repository_policy.forbidden_paths[0]")
+    );
+}
+
+#[tokio::test]
+async fn policy_forbidding_project_local_assets_leaves_dynamic_delivery() {
+    let engine = engine_on(sqlite_memory().await).await;
+    let mut by_flag = start_request("claude-code");
+    by_flag.repository_policy.forbids_project_local_assets = true;
+    let mut by_capability = start_request("claude-code");
+    by_capability.repository_policy.forbidden_capabilities = vec!["project-local-assets".into()];
+    for req in [by_flag, by_capability] {
+        let payload = active(engine.start(req, None).await.unwrap());
+        assert!(
+            payload
+                .host_assets
+                .iter()
+                .all(|a| a.delivery_modes == [DeliveryMode::DynamicContext])
+        );
+    }
+}
+
+#[tokio::test]
+async fn forbidden_path_globs_match_case_insensitively() {
+    let mut req = start_request("claude-code");
+    req.repository_policy.forbidden_paths = vec!["RESEARCH/Findings.MD".into()];
+    assert_eq!(blocked(req).await, ["repository_policy_conflict"]);
+}
+
+#[tokio::test]
+async fn unknown_forbidden_capability_names_are_argument_errors() {
+    let engine = engine_on(sqlite_memory().await).await;
+    let mut req = start_request("claude-code");
+    req.repository_policy.forbidden_capabilities = vec!["web-read".into()];
+    let err = engine.start(req, None).await.unwrap_err();
+    assert_eq!(err.code(), "invalid_argument");
+    assert!(
+        err.to_string().contains("forbidden_capabilities[0]"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn release_and_channel_together_are_an_argument_error() {
+    let engine = engine_on(sqlite_memory().await).await;
+    let mut req = start_request("codex");
+    req.release = Some("2026.12.0".parse().unwrap());
+    req.channel = Some("stable".parse().unwrap());
+    assert_eq!(
+        engine.start(req, None).await.unwrap_err().code(),
+        "invalid_argument"
     );
 }

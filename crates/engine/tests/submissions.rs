@@ -288,3 +288,27 @@ async fn completed_sessions_have_no_active_step_to_prepare() {
         ["step_not_active"]
     );
 }
+
+#[tokio::test]
+async fn checkpoints_for_unknown_or_future_sessions_are_refused() {
+    let store = sqlite_memory().await;
+    let secret = vec![5; 32];
+    let engine = Engine::new(releases(), store, Some(secret.clone()))
+        .await
+        .unwrap();
+    let key = rimthan_engine::CheckpointKey::new(secret).unwrap();
+    let ghost = key.issue(&rimthan_engine::SessionId::generate(), 0);
+    let result = engine
+        .active_step(ActiveStepRequest { checkpoint: ghost }, None)
+        .await
+        .unwrap();
+    assert_eq!(codes(&result), ["session_not_found"]);
+    let payload = active(engine.start(start_request("codex"), None).await.unwrap());
+    let session = payload.session_id.parse().unwrap();
+    let ahead = key.issue(&session, 7);
+    let result = engine
+        .active_step(ActiveStepRequest { checkpoint: ahead }, None)
+        .await
+        .unwrap();
+    assert_eq!(codes(&result), ["invalid_checkpoint"]);
+}

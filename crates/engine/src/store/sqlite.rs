@@ -27,7 +27,7 @@ impl SqliteStore {
     /// Opens (creating if needed) and migrates the database at `url` (`sqlite://PATH` or
     /// `sqlite::memory:`).
     pub async fn open(url: &str) -> Result<Self, StoreError> {
-        let memory = url.contains(":memory:");
+        let memory = url.contains(":memory:") || url.contains("mode=memory");
         let options = SqliteConnectOptions::from_str(url)
             .map_err(|e| StoreError::new(StoreErrorKind::Unavailable, e))?
             .create_if_missing(true)
@@ -39,11 +39,18 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10));
-        // Every connection to `:memory:` is its own database, so memory stores use one.
-        let pool = SqlitePoolOptions::new()
-            .max_connections(if memory { 1 } else { 4 })
-            .connect_with(options)
-            .await?;
+        // A memory database lives only as long as a connection to it: keep exactly one open,
+        // forever, so it neither splits nor vanishes when the pool recycles connections.
+        let pool = if memory {
+            SqlitePoolOptions::new()
+                .min_connections(1)
+                .max_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+        } else {
+            SqlitePoolOptions::new().max_connections(4)
+        };
+        let pool = pool.connect_with(options).await?;
         sqlx::migrate!("./migrations/sqlite")
             .run(&pool)
             .await
