@@ -1,6 +1,7 @@
 //! Subcommands: one module each, with its arguments and a `run`.
 
 mod registry;
+mod serve;
 
 use clap::{Parser, Subcommand};
 use rimthan_registry::RegistryError;
@@ -15,6 +16,8 @@ pub(crate) struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the workflow engine over Streamable HTTP (default) or stdio.
+    Serve(serve::ServeArgs),
     /// Build, verify, inspect and promote registry releases.
     #[command(subcommand)]
     Registry(registry::RegistryCommand),
@@ -23,6 +26,7 @@ enum Command {
 impl Cli {
     pub(crate) fn run(self) -> anyhow::Result<()> {
         match self.command {
+            Command::Serve(args) => args.run(),
             Command::Registry(cmd) => cmd.run(),
         }
     }

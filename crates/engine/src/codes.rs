@@ -46,6 +46,10 @@ codes! {
     /// The workflow cannot run without breaking the repository policy.
     RepositoryPolicyConflict = "repository_policy_conflict",
 
+    // Arguments.
+    /// An argument does not match the tool's input schema or rules; the detail names the field.
+    InvalidArguments = "invalid_arguments",
+
     // Requests that name nothing.
     /// The release is not in the registry.
     UnknownRelease = "unknown_release",

@@ -1,0 +1,154 @@
+//! `rimthan serve`: the workflow engine over Streamable HTTP on 127.0.0.1:8787/mcp, or over
+//! stdio, on the embedded registry and a SQLite file in the user's data folder unless told
+//! otherwise.
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc};
+
+use anyhow::Context as _;
+use clap::Args;
+use rimthan_engine::{Engine, Releases};
+use rimthan_mcp::{
+    Profile, RimthanServer,
+    http::{self, HttpConfig, MCP_PATH},
+};
+use rimthan_registry::{
+    ChannelName, RegistryFiles, external_policy, verify_embedded, verify_registry,
+};
+
+use super::InputError;
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Serve one local harness over stdin/stdout instead of HTTP.
+    #[arg(long)]
+    stdio: bool,
+    /// Address to listen on.
+    #[arg(long, env = "RIMTHAN_LISTEN", default_value = "127.0.0.1:8787")]
+    listen: SocketAddr,
+    /// A registry folder to serve instead of the embedded default.
+    #[arg(long, env = "RIMTHAN_REGISTRY")]
+    registry: Option<PathBuf>,
+    /// The channel new sessions start from.
+    #[arg(long, env = "RIMTHAN_CHANNEL", default_value = "stable")]
+    channel: String,
+    /// sqlite://PATH or postgres://…; default: a SQLite file in the user's data folder.
+    #[arg(long, env = "RIMTHAN_DATABASE_URL")]
+    database_url: Option<String>,
+    /// workflow-engine or legacy.
+    #[arg(long, env = "RIMTHAN_PROFILE", default_value = "workflow-engine")]
+    profile: String,
+    /// Accepted Host headers, comma-separated (default: loopback only). A public deployment
+    /// names its host here.
+    #[arg(long, env = "RIMTHAN_ALLOWED_HOSTS", value_delimiter = ',')]
+    allowed_hosts: Vec<String>,
+    /// Accepted Origin headers, comma-separated, e.g. https://app.example.com:443 (default:
+    /// loopback origins). A present Origin not listed gets 403.
+    #[arg(long, env = "RIMTHAN_ALLOWED_ORIGINS", value_delimiter = ',')]
+    allowed_origins: Vec<String>,
+    /// Largest accepted request body in bytes.
+    #[arg(long, env = "RIMTHAN_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
+    max_body_bytes: usize,
+}
+
+fn default_database_url() -> anyhow::Result<String> {
+    let dir = dirs::data_dir()
+        .context("no user data folder on this system; pass --database-url")?
+        .join("rimthan");
+    std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+    Ok(format!("sqlite://{}", dir.join("rimthan.db").display()))
+}
+
+impl ServeArgs {
+    pub(crate) fn run(self) -> anyhow::Result<()> {
+        // Logs go to stderr: stdout carries the protocol in stdio mode.
+        // rmcp logs every stateless request at info; keep its warnings only unless RUST_LOG says.
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn")),
+            )
+            .init();
+        let profile: Profile = self.profile.parse().map_err(InputError)?;
+        let channel: ChannelName = self
+            .channel
+            .parse()
+            .map_err(|e: rimthan_registry::IdError| InputError(e.to_string()))?;
+        let registry = match &self.registry {
+            None => verify_embedded()?,
+            Some(dir) => verify_registry(&RegistryFiles::from_dir(dir)?, &external_policy())?,
+        };
+        let Some(active) = registry.channel(&channel) else {
+            return Err(InputError(format!(
+                "channel {channel} names no release in the registry (channels: {})",
+                registry
+                    .channels()
+                    .keys()
+                    .map(|c| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .into());
+        };
+        tracing::info!(release = %active.id(), manifest_sha256 = %active.manifest_sha256(), %channel, "registry verified");
+        let database_url = match self.database_url.clone() {
+            Some(url) => url,
+            None => default_database_url()?,
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async move {
+            let store = rimthan_engine::store::open(&database_url).await?;
+            let releases = Arc::new(Releases::new(registry, channel));
+            let engine = Arc::new(Engine::new(releases, store, None).await?);
+            let server = RimthanServer::new(engine, profile);
+            if self.stdio {
+                use rmcp::ServiceExt as _;
+                tracing::info!(%profile, "serving on stdio");
+                server.serve(rmcp::transport::stdio()).await?.waiting().await?;
+                return Ok(());
+            }
+            let mut config = HttpConfig::loopback(self.listen);
+            config.max_body_bytes = self.max_body_bytes;
+            if !self.allowed_hosts.is_empty() {
+                config.allowed_hosts = self.allowed_hosts.clone();
+            }
+            if !self.allowed_origins.is_empty() {
+                config.allowed_origins = self.allowed_origins.clone();
+            }
+            if !self.listen.ip().is_loopback() && self.allowed_hosts.is_empty() {
+                tracing::warn!("listening beyond loopback with loopback-only allowed hosts; pass --allowed-hosts with your public host name");
+            }
+            let listener = http::bind(self.listen).await.with_context(|| format!("cannot listen on {}", self.listen))?;
+            tracing::info!(%profile, url = %format!("http://{}{MCP_PATH}", listener.local_addr()?), "serving Streamable HTTP");
+            http::serve(listener, server, &config, shutdown_signal()).await?;
+            tracing::info!("stopped");
+            anyhow::Ok(())
+        })
+    }
+}
+
+/// Resolves on ctrl-c or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+    tracing::info!("shutting down");
+}

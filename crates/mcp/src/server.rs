@@ -1,0 +1,176 @@
+//! The MCP server handler: one value per connection, all sharing one engine.
+
+use std::sync::Arc;
+
+use rimthan_engine::{Engine, Principal};
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
+        Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+        ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+        ServerCapabilities, ServerConfig, Tool,
+    },
+    service::RequestContext,
+};
+use serde_json::json;
+
+use crate::{bootstrap, catalogue, profile::Profile, prompts, tools};
+
+/// The server's name in `serverInfo`.
+pub const SERVER_NAME: &str = rimthan_engine::SERVER_NAME;
+
+/// The rimthan MCP server.
+#[derive(Debug, Clone)]
+pub struct RimthanServer {
+    engine: Arc<Engine>,
+    profile: Profile,
+}
+
+impl RimthanServer {
+    /// A server over `engine` exposing `profile`.
+    pub fn new(engine: Arc<Engine>, profile: Profile) -> Self {
+        Self { engine, profile }
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    fn active(
+        &self,
+    ) -> Result<
+        (
+            Arc<rimthan_registry::VerifiedRegistry>,
+            Arc<rimthan_registry::VerifiedRelease>,
+        ),
+        ErrorData,
+    > {
+        let registry = self.engine.releases().snapshot();
+        let channel = self.engine.releases().active_channel();
+        let active = registry.channel(channel).cloned().ok_or_else(|| {
+            ErrorData::internal_error(
+                format!("channel {channel} names no release"),
+                Some(json!({"channel": channel.as_str()})),
+            )
+        })?;
+        Ok((registry, active))
+    }
+}
+
+/// The authenticated caller, when an HTTP layer put one on the request.
+fn principal(context: &RequestContext<RoleServer>) -> Option<Principal> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()?
+        .extensions
+        .get::<Principal>()
+        .cloned()
+}
+
+impl ServerHandler for RimthanServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_prompts()
+            .build();
+        let instructions = match self.profile {
+            Profile::WorkflowEngine => bootstrap::paragraph(),
+            Profile::Legacy => {
+                "Legacy profile: schema resources only; see the rimthan.legacy_schemas prompt."
+            }
+        };
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
+            .with_instructions(instructions)
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools: Vec<Tool> = match self.profile {
+            Profile::WorkflowEngine => tools::list(),
+            Profile::Legacy => Vec::new(),
+        };
+        Ok(ListToolsResult::with_all_items(tools)
+            .with_ttl_ms(catalogue::TTL_MOVING_MS)
+            .with_cache_scope(rmcp::model::CacheScope::Private))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let unknown = || {
+            ErrorData::invalid_params(
+                format!("no tool named {:?}", request.name),
+                Some(json!({"tool": request.name})),
+            )
+        };
+        if self.profile != Profile::WorkflowEngine {
+            return Err(unknown());
+        }
+        let who = principal(&context);
+        match tools::call(
+            &self.engine,
+            &request.name,
+            request.arguments.clone(),
+            who.as_ref(),
+        )
+        .await
+        {
+            Some(result) => result.map(Into::into),
+            None => Err(unknown()),
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let (registry, active) = self.active()?;
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        catalogue::list(&registry, &active, self.profile, cursor)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(catalogue::templates(self.profile))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let (registry, active) = self.active()?;
+        catalogue::read(&registry, &active, self.profile, &request.uri).map(Into::into)
+    }
+
+    async fn list_prompts(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(prompts::list(self.profile)
+            .with_ttl_ms(catalogue::TTL_MOVING_MS)
+            .with_cache_scope(rmcp::model::CacheScope::Private))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        prompts::get(self.profile, &request.name).map(Into::into)
+    }
+}

@@ -1,0 +1,211 @@
+//! Test support: servers on memory SQLite, clients of both protocol revisions over an
+//! in-process duplex or real loopback HTTP, and a harness that drives a session with tool calls.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc};
+
+use rimthan_engine::{Engine, Releases};
+use rimthan_mcp::{
+    Profile, RimthanServer,
+    http::{self, HttpConfig},
+};
+use rimthan_registry::{Sha256Digest, VerifiedRegistry, verify_embedded};
+use rmcp::{
+    RoleClient, ServiceExt,
+    model::{CallToolRequestParams, CallToolResult, ProtocolVersion},
+    service::{ClientLifecycleMode, ClientServiceExt, RunningService},
+    transport::StreamableHttpClientTransport,
+};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+pub type Client = RunningService<RoleClient, ()>;
+
+pub async fn server_on(registry: VerifiedRegistry, profile: Profile) -> RimthanServer {
+    let store = Arc::new(
+        rimthan_engine::store::SqliteStore::open("sqlite::memory:")
+            .await
+            .unwrap(),
+    );
+    let releases = Arc::new(Releases::new(registry, "stable".parse().unwrap()));
+    RimthanServer::new(
+        Arc::new(Engine::new(releases, store, None).await.unwrap()),
+        profile,
+    )
+}
+
+pub async fn server(profile: Profile) -> RimthanServer {
+    server_on(verify_embedded().unwrap(), profile).await
+}
+
+/// A 2025-11-25 client (initialize handshake) over an in-process duplex.
+pub async fn duplex_client(server: RimthanServer) -> Client {
+    let (s, c) = tokio::io::duplex(1 << 20);
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve(s).await {
+            let _ = running.waiting().await;
+        }
+    });
+    ().serve(c).await.unwrap()
+}
+
+/// A server on a free loopback port, stopped when dropped.
+pub struct HttpServer {
+    pub addr: SocketAddr,
+    pub url: String,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+pub async fn http_server(server: RimthanServer) -> HttpServer {
+    let listener = http::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let config = HttpConfig::loopback(addr);
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        http::serve(listener, server, &config, async move {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+    });
+    HttpServer {
+        addr,
+        url: format!("http://{addr}/mcp"),
+        stop: Some(stop),
+    }
+}
+
+/// A 2025-11-25 client over HTTP (initialize, `Mcp-Session-Id`).
+pub async fn legacy_http_client(url: &str) -> Client {
+    ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
+        .await
+        .unwrap()
+}
+
+/// A 2026-07-28 client over HTTP (`server/discover`, no session).
+pub async fn modern_http_client(url: &str) -> Client {
+    let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
+    ().serve_with_lifecycle(
+        transport,
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await
+    .unwrap()
+}
+
+pub async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
+    let params =
+        CallToolRequestParams::new(tool.to_owned()).with_arguments(rmcp::model::object(arguments));
+    client.call_tool(params).await.unwrap()
+}
+
+/// The structured content of a result, checked against its text mirror.
+pub fn structured(result: &CallToolResult) -> Value {
+    let value = result
+        .structured_content
+        .clone()
+        .expect("structured content");
+    let text = result
+        .content
+        .iter()
+        .find_map(|c| c.as_text().map(|t| t.text.clone()))
+        .expect("text mirror");
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap(),
+        value,
+        "text mirrors structured content"
+    );
+    value
+}
+
+fn sample(path: &str) -> Vec<u8> {
+    let root =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/data/sample-project");
+    std::fs::read(root.join(path)).unwrap()
+}
+
+pub fn start_arguments(harness: &str) -> Value {
+    json!({
+        "workflow_id": "research-study",
+        "host": {
+            "harness": harness,
+            "adapter": {"id": harness, "version": "1.1.0"},
+            "capabilities": ["mcp.tools", "mcp.resources", "mcp.prompts", "native-subagents",
+                             "scoped-inputs", "read-only-capabilities", "structured-reports",
+                             "project-local-assets"],
+            "validator_capabilities": ["workspace.read", "web.read", "git.read"]
+        }
+    })
+}
+
+/// Drives a whole research-study session with tool calls alone; returns the final payload.
+pub async fn run_session(client: &Client, harness: &str) -> Value {
+    let start = start_arguments(harness);
+    let mut payload = structured(&call(client, rimthan_mcp::START, start.clone()).await);
+    assert_eq!(payload["status"], "active", "{payload}");
+    while payload["status"] != "completed" {
+        let step = payload["step"].clone();
+        let id = step["id"].as_str().unwrap().to_owned();
+        let mut prepare = json!({"checkpoint": payload["checkpoint"], "step_id": id});
+        if id == "setup-workspace" {
+            let deliveries: Vec<Value> = payload["host_assets"].as_array().unwrap().iter().map(|a| {
+                let local = a.get("project_local_path").cloned();
+                let mut d = json!({"kind": a["kind"], "id": a["id"], "version": a["version"], "sha256": a["sha256"],
+                    "delivery_mode": if local.is_some() { "project-local" } else { "dynamic-context" }});
+                if let Some(path) = local { d["path"] = path; }
+                d
+            }).collect();
+            prepare["host_attestation"] = json!({"harness": harness, "adapter": start["host"]["adapter"],
+                "capabilities": start["host"]["capabilities"], "validator_capabilities": start["host"]["validator_capabilities"],
+                "deliveries": deliveries});
+        } else {
+            let artifacts: Vec<Value> = step["outputs"].as_array().unwrap().iter().map(|o| {
+                let bytes = sample(o["path"].as_str().unwrap());
+                let mut a = json!({"artifact_id": o["artifact_id"], "path": o["path"], "owner_step": o["owner_step"],
+                    "media_type": o["media_type"], "bytes": bytes.len(), "sha256": Sha256Digest::of(&bytes).to_string(),
+                    "symlink_free": true, "read_back": true, "write_policy": o["write_policy"]});
+                if !o["schema"].is_null() {
+                    a["schema_sha256"] = o["schema"]["sha256"].clone();
+                    a["content"] = serde_json::from_slice(&bytes).unwrap();
+                }
+                a
+            }).collect();
+            prepare["output_attestation"] = json!({"artifacts": artifacts});
+        }
+        let plan = structured(&call(client, rimthan_mcp::PREPARE, prepare).await);
+        assert_eq!(plan["status"], "ready", "{plan}");
+        let reports: Vec<Value> = plan["validators"].as_array().unwrap().iter().map(|v| json!({
+            "validator_id": v["id"], "validator_version": v["version"], "verdict": "pass",
+            "summary": "Checked the declared inputs.", "findings": [],
+            "inputs_read": v["inputs"].as_array().unwrap().iter().map(|i| i["path"].clone()).collect::<Vec<_>>(),
+            "capabilities_used": v["capabilities"],
+        })).collect();
+        let submit = json!({"checkpoint": payload["checkpoint"], "validation_id": plan["validation_id"], "reports": reports});
+        let result = call(client, rimthan_mcp::SUBMIT, submit).await;
+        assert_ne!(result.is_error, Some(true));
+        payload = structured(&result);
+    }
+    payload
+}
+
+/// Sends raw HTTP/1.1 and returns the status code (for header checks no client would make).
+pub async fn raw_status(addr: SocketAddr, request: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 64];
+    let n = stream.read(&mut buf).await.unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]);
+    head.split(' ').nth(1).unwrap().parse().unwrap()
+}

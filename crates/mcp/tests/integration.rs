@@ -1,0 +1,7 @@
+//! MCP surface behaviour tests: one binary, one module per concern.
+
+mod common;
+mod http;
+mod profiles;
+mod resources;
+mod tools;

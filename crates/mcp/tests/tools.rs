@@ -1,0 +1,108 @@
+//! The four tools: schemas, annotations, results, argument errors, and a snapshot of the
+//! public contract.
+
+use rimthan_mcp::Profile;
+use serde_json::json;
+
+use crate::common::*;
+
+#[tokio::test]
+async fn tool_and_template_lists_match_the_committed_contract() {
+    let client = duplex_client(server(Profile::WorkflowEngine).await).await;
+    let tools = client.list_all_tools().await.unwrap();
+    insta::assert_json_snapshot!("tools_list", tools);
+    let templates = client.list_all_resource_templates().await.unwrap();
+    insta::assert_json_snapshot!("resource_templates_list", templates);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn input_schemas_enumerate_the_seeds_harnesses_and_capabilities() {
+    let client = duplex_client(server(Profile::WorkflowEngine).await).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let start = serde_json::to_value(&tools[0]).unwrap();
+    let text = start["inputSchema"].to_string();
+    for word in [
+        "codex",
+        "claude-code",
+        "cowork",
+        "buzz",
+        "mcp.tools",
+        "project-local-assets",
+        "database.read",
+    ] {
+        assert!(
+            text.contains(&format!("\"{word}\"")),
+            "{word} missing from the start schema"
+        );
+    }
+    assert_eq!(start["outputSchema"]["type"], "object");
+    let active = serde_json::to_value(&tools[1]).unwrap();
+    assert_eq!(active["annotations"]["readOnlyHint"], true);
+    assert_eq!(active["annotations"]["idempotentHint"], true);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn argument_errors_are_tool_errors_naming_the_field() {
+    let client = duplex_client(server(Profile::WorkflowEngine).await).await;
+    let mut args = start_arguments("codex");
+    args["host"]["capabilities"] = json!(["mcp.tools", "telepathy"]);
+    let result = call(&client, rimthan_mcp::START, args).await;
+    assert_eq!(result.is_error, Some(true));
+    let value = structured(&result);
+    assert_eq!(value["failures"][0]["code"], "invalid_arguments");
+    assert_eq!(
+        value["failures"][0]["detail"]["field"],
+        "host.capabilities[1]"
+    );
+
+    let mut args = start_arguments("codex");
+    args["surprise"] = json!(1);
+    let value = structured(&call(&client, rimthan_mcp::START, args).await);
+    assert!(
+        value["failures"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("surprise"),
+        "{value}"
+    );
+
+    let value = structured(&call(&client, rimthan_mcp::ACTIVE_STEP, json!({})).await);
+    assert!(
+        value["failures"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("checkpoint"),
+        "{value}"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn blocked_starts_are_tool_errors_with_codes() {
+    let client = duplex_client(server(Profile::WorkflowEngine).await).await;
+    let mut args = start_arguments("codex");
+    args["host"]["adapter"] = json!({"id": "legacy-generic", "version": "1.0.0"});
+    let result = call(&client, rimthan_mcp::START, args).await;
+    assert_eq!(result.is_error, Some(true));
+    let value = structured(&result);
+    assert_eq!(value["status"], "blocked");
+    assert_eq!(
+        value["blockers"][0]["code"],
+        "host_adapter_contract_unavailable"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn unknown_tools_are_invalid_params() {
+    let client = duplex_client(server(Profile::WorkflowEngine).await).await;
+    let params = rmcp::model::CallToolRequestParams::new("rimthan.nope");
+    let err = client.call_tool(params).await.unwrap_err();
+    let rmcp::service::ServiceError::McpError(data) = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(data.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+    client.cancel().await.unwrap();
+}
