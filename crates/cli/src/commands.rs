@@ -2,6 +2,7 @@
 
 mod registry;
 mod serve;
+mod stage;
 
 use clap::{Parser, Subcommand};
 use rimthan_registry::RegistryError;
@@ -18,6 +19,8 @@ pub(crate) struct Cli {
 enum Command {
     /// Serve the workflow engine over Streamable HTTP (default) or stdio.
     Serve(serve::ServeArgs),
+    /// Run a scripted harness through a whole workflow (or inject a classic mistake).
+    Stage(stage::StageArgs),
     /// Build, verify, inspect and promote registry releases.
     #[command(subcommand)]
     Registry(registry::RegistryCommand),
@@ -27,6 +30,7 @@ impl Cli {
     pub(crate) fn run(self) -> anyhow::Result<()> {
         match self.command {
             Command::Serve(args) => args.run(),
+            Command::Stage(args) => args.run(),
             Command::Registry(cmd) => cmd.run(),
         }
     }
@@ -38,6 +42,18 @@ pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
         Some(e) if e.is_input_error() => 1,
         Some(_) => 3,
         None if err.downcast_ref::<InputError>().is_some() => 1,
+        // The server refused the harness: the run's input (or the server's verdict) is at fault.
+        None if err
+            .downcast_ref::<rimthan_stage::StageError>()
+            .is_some_and(|e| {
+                !matches!(
+                    e,
+                    rimthan_stage::StageError::Io { .. } | rimthan_stage::StageError::Connect(_)
+                )
+            }) =>
+        {
+            1
+        }
         None => 3,
     }
 }

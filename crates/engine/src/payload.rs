@@ -237,8 +237,7 @@ pub struct ActivePayload {
     pub host_assets: Vec<HostAssetPayload>,
     /// The session file to persist.
     pub session_file: SessionFile,
-    /// Findings of the last failed submission (status `revise`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Findings of the last failed submission (status `revise`); empty otherwise.
     pub findings: Vec<Finding>,
 }
 

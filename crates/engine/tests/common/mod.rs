@@ -56,7 +56,8 @@ pub async fn postgres() -> Option<Arc<dyn Store>> {
 }
 
 pub fn sample(path: &str) -> Vec<u8> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/sample-project");
+    let root =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../registry/samples/research-study");
     std::fs::read(root.join(path)).unwrap()
 }
 

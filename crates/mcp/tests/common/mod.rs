@@ -131,7 +131,7 @@ pub fn structured(result: &CallToolResult) -> Value {
 
 fn sample(path: &str) -> Vec<u8> {
     let root =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/data/sample-project");
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../registry/samples/research-study");
     std::fs::read(root.join(path)).unwrap()
 }
 

@@ -1,0 +1,130 @@
+//! `rimthan stage`: run the scripted harness against a server and report each step.
+
+use std::{io::IsTerminal as _, path::PathBuf};
+
+use clap::Args;
+use rimthan_registry::Harness;
+use rimthan_stage::{Fault, Protocol, StageConfig, StepRecord, Target, run};
+
+use super::InputError;
+
+#[derive(Debug, Args)]
+pub(crate) struct StageArgs {
+    /// The harness to behave as: codex, claude-code, cowork or buzz.
+    #[arg(long)]
+    harness: String,
+    /// A running server's MCP endpoint; omit to start one in-process.
+    #[arg(long)]
+    url: Option<String>,
+    /// The protocol revision to speak over HTTP: 2026-07-28 or 2025-11-25.
+    #[arg(long, default_value = "2026-07-28")]
+    protocol: String,
+    /// The in-process server's store (default: a SQLite file in the project's .rimthan folder).
+    #[arg(long)]
+    database_url: Option<String>,
+    /// The project folder to work in (created if absent).
+    #[arg(long)]
+    project: PathBuf,
+    /// Continue from the project's .rimthan/workflow-session.json (the Git-handoff path).
+    #[arg(long)]
+    resume: bool,
+    /// Inject a classic mistake and show the server's code: wrong-digest, extra-file,
+    /// symlinked-output, missing-report or stale-checkpoint.
+    #[arg(long)]
+    fault: Option<String>,
+}
+
+fn progress_line(record: &StepRecord, index: usize, total: usize, bar: bool) {
+    if bar {
+        let done = "#".repeat(index);
+        let todo = " ".repeat(total.saturating_sub(index));
+        eprintln!(
+            "[{done}{todo}] {index}/{total} {:<20} {:<10} {:>6} ms",
+            record.step, record.outcome, record.millis
+        );
+    } else {
+        eprintln!(
+            "step {index}/{total} {} {} {} ms",
+            record.step, record.outcome, record.millis
+        );
+    }
+}
+
+impl StageArgs {
+    pub(crate) fn run(self) -> anyhow::Result<()> {
+        let harness: Harness = self
+            .harness
+            .parse()
+            .map_err(|e: rimthan_registry::IdError| InputError(e.to_string()))?;
+        let fault: Option<Fault> = self
+            .fault
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(InputError)?;
+        let protocol = match self.protocol.as_str() {
+            "2026-07-28" => Protocol::V2026_07_28,
+            "2025-11-25" => Protocol::V2025_11_25,
+            other => {
+                return Err(InputError(format!(
+                    "unknown protocol {other:?}: use 2026-07-28 or 2025-11-25"
+                ))
+                .into());
+            }
+        };
+        let target = match self.url {
+            Some(url) => Target::Url { url, protocol },
+            None => {
+                let dir = self.project.join(".rimthan");
+                std::fs::create_dir_all(&dir)?;
+                let url = self
+                    .database_url
+                    .unwrap_or_else(|| format!("sqlite://{}", dir.join("stage.sqlite").display()));
+                Target::InProcess { database_url: url }
+            }
+        };
+        let config = StageConfig {
+            harness,
+            target,
+            project: self.project,
+            resume: self.resume,
+            fault,
+        };
+        let bar = std::io::stderr().is_terminal();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        let summary = runtime.block_on(run(&config, &mut |r, i, t| progress_line(r, i, t, bar)))?;
+
+        println!(
+            "session {} ({harness}): {}",
+            summary.session_id, summary.status
+        );
+        println!("{:<20} {:<10} {:>8}  FILES", "STEP", "OUTCOME", "MS");
+        for step in &summary.steps {
+            println!(
+                "{:<20} {:<10} {:>8}  {}",
+                step.step,
+                step.outcome,
+                step.millis,
+                step.files.join(", ")
+            );
+        }
+        if let Some(outcome) = summary.fault {
+            let expected = outcome.fault.expected_code();
+            let matched = outcome.codes.iter().any(|c| c == expected);
+            eprintln!(
+                "fault {}: the server answered {} (expected {expected}{})",
+                outcome.fault.as_str(),
+                outcome.codes.join(", "),
+                if matched { "" } else { ": MISMATCH" }
+            );
+            return Err(InputError(format!(
+                "fault {} injected; the session did not complete",
+                outcome.fault.as_str()
+            ))
+            .into());
+        }
+        Ok(())
+    }
+}
