@@ -18,7 +18,7 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the workflow engine over Streamable HTTP (default) or stdio.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Run a scripted harness through a whole workflow (or inject a classic mistake).
     Stage(stage::StageArgs),
     /// Build, verify, inspect and promote registry releases.

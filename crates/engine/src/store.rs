@@ -110,6 +110,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The audit entries of a session, oldest first.
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError>;
 
+    /// How many sessions are not completed.
+    async fn open_sessions(&self) -> Result<u64, StoreError>;
+
     /// Whether the database answers.
     async fn ping(&self) -> Result<(), StoreError>;
 }

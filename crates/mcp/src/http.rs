@@ -4,13 +4,26 @@
 
 use std::{future::Future, net::SocketAddr, sync::Arc};
 
-use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
+use axum::{
+    Router,
+    extract::{Request, State},
+    http::{HeaderValue, StatusCode, header},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+    routing::get,
+};
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
-use crate::server::RimthanServer;
+use crate::{
+    auth::{self, Auth},
+    server::RimthanServer,
+};
+
+const REQUEST_ID: &str = "x-request-id";
 
 /// The path of the MCP endpoint.
 pub const MCP_PATH: &str = "/mcp";
@@ -26,6 +39,8 @@ pub struct HttpConfig {
     pub allowed_origins: Vec<String>,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
+    /// Bearer authentication of `/mcp`, when on.
+    pub auth: Option<Arc<Auth>>,
 }
 
 impl HttpConfig {
@@ -40,6 +55,7 @@ impl HttpConfig {
                 .map(String::from)
                 .to_vec(),
             max_body_bytes: 4 * 1024 * 1024,
+            auth: None,
         }
     }
 }
@@ -69,7 +85,39 @@ async fn readyz(State(server): State<RimthanServer>) -> impl IntoResponse {
     }
 }
 
-/// The application router: `/mcp`, `/healthz`, `/readyz`.
+async fn metrics(State(server): State<RimthanServer>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        server.render_metrics().await,
+    )
+}
+
+/// Gives every request an id (kept from `x-request-id` when the proxy sent a sane one), puts it
+/// on a tracing span so every log line of the request carries it, and echoes it back.
+async fn request_id(mut request: Request, next: Next) -> Response {
+    let id = request
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            !v.is_empty()
+                && v.len() <= 64
+                && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+        .map(str::to_owned)
+        .unwrap_or_else(|| rimthan_engine::SessionId::generate().to_string());
+    let span = tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path());
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        request.headers_mut().insert(REQUEST_ID, value.clone());
+        let mut response = next.run(request).instrument(span).await;
+        response.headers_mut().insert(REQUEST_ID, value);
+        return response;
+    }
+    next.run(request).instrument(span).await
+}
+
+/// The application router: `/mcp`, `/healthz`, `/readyz`, `/metrics` and, with auth on, the
+/// protected-resource metadata.
 pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationToken) -> Router {
     let mcp_config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(config.allowed_hosts.clone())
@@ -82,11 +130,24 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
         Arc::new(LocalSessionManager::default()),
         mcp_config,
     );
-    Router::new()
+    let mut mcp_routes = Router::new().nest_service(MCP_PATH, mcp);
+    let mut app = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .with_state(server)
-        .nest_service(MCP_PATH, mcp)
+        .route("/metrics", get(metrics))
+        .with_state(server);
+    if let Some(auth) = &config.auth {
+        mcp_routes = mcp_routes.layer(middleware::from_fn_with_state(auth.clone(), auth::require));
+        let metadata = auth.metadata();
+        let prm = get(move || std::future::ready(axum::Json(metadata.clone())));
+        app = app
+            .route("/.well-known/oauth-protected-resource", prm.clone())
+            .route(
+                &format!("/.well-known/oauth-protected-resource{MCP_PATH}"),
+                prm,
+            );
+    }
+    app.merge(mcp_routes).layer(middleware::from_fn(request_id))
 }
 
 /// A bound listener, so callers learn the port before serving (tests bind port 0).

@@ -9,15 +9,19 @@
 //! on both protocol revisions (2026-07-28 stateless and 2025-11-25 sessions); `rmcp`'s stdio
 //! transport serves it to a local harness.
 
+pub mod auth;
 pub mod bootstrap;
 mod catalogue;
 pub mod http;
+mod metrics;
 mod profile;
 mod prompts;
+pub mod reload;
 mod server;
 mod tools;
 
 pub use catalogue::{META_CACHE_SCOPE, PAGE_SIZE, TTL_IMMUTABLE_MS, TTL_MOVING_MS};
+pub use metrics::{Gauges, Metrics};
 pub use profile::Profile;
 pub use prompts::{LEGACY_PROMPT, START_PROMPT};
 pub use server::{RimthanServer, SERVER_NAME};

@@ -15,7 +15,12 @@ use rmcp::{
 };
 use serde_json::json;
 
-use crate::{bootstrap, catalogue, profile::Profile, prompts, tools};
+use crate::{
+    bootstrap, catalogue,
+    metrics::{Gauges, Metrics},
+    profile::Profile,
+    prompts, tools,
+};
 
 /// The server's name in `serverInfo`.
 pub const SERVER_NAME: &str = rimthan_engine::SERVER_NAME;
@@ -25,17 +30,49 @@ pub const SERVER_NAME: &str = rimthan_engine::SERVER_NAME;
 pub struct RimthanServer {
     engine: Arc<Engine>,
     profile: Profile,
+    metrics: Arc<Metrics>,
 }
 
 impl RimthanServer {
     /// A server over `engine` exposing `profile`.
     pub fn new(engine: Arc<Engine>, profile: Profile) -> Self {
-        Self { engine, profile }
+        Self {
+            engine,
+            profile,
+            metrics: Arc::default(),
+        }
     }
 
     /// The engine.
     pub fn engine(&self) -> &Arc<Engine> {
         &self.engine
+    }
+
+    /// The server's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The metrics page.
+    pub async fn render_metrics(&self) -> String {
+        let releases = self.engine.releases();
+        let registry = releases.snapshot();
+        let active = registry.channel(releases.active_channel());
+        let open_sessions = match self.engine.store().open_sessions().await {
+            Ok(n) => Some(n),
+            Err(_) => {
+                self.metrics.store_error();
+                None
+            }
+        };
+        self.metrics.render(&Gauges {
+            open_sessions,
+            channel: releases.active_channel().to_string(),
+            release: active.map(|r| r.id().to_string()).unwrap_or_default(),
+            manifest_sha256: active
+                .map(|r| r.manifest_sha256().to_string())
+                .unwrap_or_default(),
+        })
     }
 
     fn active(
@@ -118,6 +155,7 @@ impl ServerHandler for RimthanServer {
         let who = principal(&context);
         match tools::call(
             &self.engine,
+            &self.metrics,
             &request.name,
             request.arguments.clone(),
             who.as_ref(),

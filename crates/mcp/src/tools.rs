@@ -9,6 +9,8 @@ use rimthan_engine::{
 };
 use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 use schemars::{JsonSchema, generate::SchemaSettings};
+
+use crate::metrics::Metrics;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -137,10 +139,13 @@ fn result(outcome: &(impl Outcome + serde::Serialize)) -> CallToolResult {
     }
 }
 
-fn engine_error(e: EngineError) -> Result<CallToolResult, rmcp::ErrorData> {
+fn engine_error(e: EngineError, metrics: &Metrics) -> Result<CallToolResult, rmcp::ErrorData> {
     match e {
         EngineError::InvalidArgument { field, message } => Ok(invalid_arguments(&field, &message)),
         other => {
+            if matches!(other, EngineError::Store(_)) {
+                metrics.store_error();
+            }
             tracing::error!(code = other.code(), error = %other, "tool call failed");
             Err(rmcp::ErrorData::internal_error(
                 format!(
@@ -153,9 +158,47 @@ fn engine_error(e: EngineError) -> Result<CallToolResult, rmcp::ErrorData> {
     }
 }
 
+/// The outcome label and first code of a finished call, for metrics.
+fn outcome_of(result: &Result<CallToolResult, rmcp::ErrorData>) -> (String, String) {
+    match result {
+        Err(e) => (
+            "error".into(),
+            e.data
+                .as_ref()
+                .and_then(|d| d["code"].as_str())
+                .unwrap_or("internal")
+                .into(),
+        ),
+        Ok(r) => {
+            let content = r.structured_content.as_ref();
+            let status = content
+                .and_then(|c| c["status"].as_str())
+                .unwrap_or("unknown");
+            let list = content.and_then(|c| c.get("failures").or_else(|| c.get("blockers")));
+            let code = list.and_then(|l| l[0]["code"].as_str()).unwrap_or("none");
+            (status.into(), code.into())
+        }
+    }
+}
+
 /// Runs a tool; `None` when no tool has that name.
 pub(crate) async fn call(
     engine: &Engine,
+    metrics: &Metrics,
+    name: &str,
+    arguments: Option<JsonObject>,
+    principal: Option<&Principal>,
+) -> Option<Result<CallToolResult, rmcp::ErrorData>> {
+    let started = std::time::Instant::now();
+    let result = dispatch(engine, metrics, name, arguments, principal).await?;
+    let (outcome, code) = outcome_of(&result);
+    metrics.tool_call(name, &outcome, &code, started.elapsed());
+    Some(result)
+}
+
+async fn dispatch(
+    engine: &Engine,
+    metrics: &Metrics,
     name: &str,
     arguments: Option<JsonObject>,
     principal: Option<&Principal>,
@@ -166,7 +209,7 @@ pub(crate) async fn call(
                 Err(rejected) => Ok(rejected),
                 Ok(request) => match engine.$method(request, principal).await {
                     Ok(outcome) => Ok(result(&outcome)),
-                    Err(e) => engine_error(e),
+                    Err(e) => engine_error(e, metrics),
                 },
             }
         };

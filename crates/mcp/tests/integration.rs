@@ -1,5 +1,6 @@
 //! MCP surface behaviour tests: one binary, one module per concern.
 
+mod auth;
 mod common;
 mod http;
 mod profiles;

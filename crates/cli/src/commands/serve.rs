@@ -9,6 +9,7 @@ use clap::Args;
 use rimthan_engine::{Engine, Releases};
 use rimthan_mcp::{
     Profile, RimthanServer,
+    auth::{Auth, Verifier},
     http::{self, HttpConfig, MCP_PATH},
 };
 use rimthan_registry::{
@@ -48,6 +49,38 @@ pub(crate) struct ServeArgs {
     /// Largest accepted request body in bytes.
     #[arg(long, env = "RIMTHAN_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     max_body_bytes: usize,
+    /// A file of at least 32 secret bytes that keys checkpoints; replicas share it (default:
+    /// a secret generated once and kept in the database).
+    #[arg(long, env = "RIMTHAN_CHECKPOINT_SECRET_FILE")]
+    checkpoint_secret_file: Option<PathBuf>,
+    /// Caller authentication: none, tokens or jwt.
+    #[arg(long, env = "RIMTHAN_AUTH", default_value = "none")]
+    auth: String,
+    /// With --auth tokens: the JSON file of hashed tokens.
+    #[arg(long, env = "RIMTHAN_AUTH_TOKENS_FILE")]
+    auth_tokens_file: Option<PathBuf>,
+    /// With --auth jwt: the JWKS file of the issuer's keys.
+    #[arg(long, env = "RIMTHAN_JWKS_FILE")]
+    jwks_file: Option<PathBuf>,
+    /// With --auth jwt: the required `iss`; also advertised as the authorization server.
+    #[arg(long, env = "RIMTHAN_JWT_ISSUER")]
+    jwt_issuer: Option<String>,
+    /// With --auth jwt: the claim naming the caller's organization.
+    #[arg(long, env = "RIMTHAN_JWT_ORGANIZATION_CLAIM", default_value = "org")]
+    jwt_organization_claim: String,
+    /// The scope callers need.
+    #[arg(long, env = "RIMTHAN_REQUIRED_SCOPE", default_value = rimthan_mcp::auth::DEFAULT_SCOPE)]
+    required_scope: String,
+    /// The public URL of the MCP endpoint (token audience, metadata `resource`); default:
+    /// http://LISTEN/mcp.
+    #[arg(long, env = "RIMTHAN_PUBLIC_URL")]
+    public_url: Option<String>,
+    /// How often to re-read an external registry's channels (seconds); SIGHUP re-reads at once.
+    #[arg(long, env = "RIMTHAN_RELOAD_INTERVAL", default_value_t = 5)]
+    reload_interval: u64,
+    /// Log format on stderr: text or json.
+    #[arg(long, env = "RIMTHAN_LOG_FORMAT", default_value = "text")]
+    log_format: String,
 }
 
 fn default_database_url() -> anyhow::Result<String> {
@@ -62,14 +95,33 @@ impl ServeArgs {
     pub(crate) fn run(self) -> anyhow::Result<()> {
         // Logs go to stderr: stdout carries the protocol in stdio mode.
         // rmcp logs every stateless request at info; keep its warnings only unless RUST_LOG says.
-        tracing_subscriber::fmt()
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+        let logs = tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn")),
-            )
-            .init();
+            .with_env_filter(filter);
+        match self.log_format.as_str() {
+            "json" => logs
+                .json()
+                .with_current_span(true)
+                .with_span_list(false)
+                .init(),
+            "text" => logs
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .init(),
+            other => {
+                return Err(
+                    InputError(format!("unknown log format {other:?}: use text or json")).into(),
+                );
+            }
+        }
+        let auth = self.auth()?;
+        let secret = match &self.checkpoint_secret_file {
+            None => None,
+            Some(path) => Some(
+                std::fs::read(path).map_err(|e| InputError(format!("{}: {e}", path.display())))?,
+            ),
+        };
         let profile: Profile = self.profile.parse().map_err(InputError)?;
         let channel: ChannelName = self
             .channel
@@ -102,8 +154,11 @@ impl ServeArgs {
         runtime.block_on(async move {
             let store = rimthan_engine::store::open(&database_url).await?;
             let releases = Arc::new(Releases::new(registry, channel));
-            let engine = Arc::new(Engine::new(releases, store, None).await?);
+            let engine = Arc::new(Engine::new(releases, store, secret).await?);
             let server = RimthanServer::new(engine, profile);
+            if let Some(dir) = self.registry.clone() {
+                rimthan_mcp::reload::spawn(dir, server.clone(), std::time::Duration::from_secs(self.reload_interval.max(1)));
+            }
             if self.stdio {
                 use rmcp::ServiceExt as _;
                 tracing::info!(%profile, "serving on stdio");
@@ -112,6 +167,7 @@ impl ServeArgs {
             }
             let mut config = HttpConfig::loopback(self.listen);
             config.max_body_bytes = self.max_body_bytes;
+            config.auth = auth;
             if !self.allowed_hosts.is_empty() {
                 config.allowed_hosts = self.allowed_hosts.clone();
             }
@@ -127,6 +183,54 @@ impl ServeArgs {
             tracing::info!("stopped");
             anyhow::Ok(())
         })
+    }
+}
+
+impl ServeArgs {
+    fn auth(&self) -> anyhow::Result<Option<Arc<Auth>>> {
+        let resource = self
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}{MCP_PATH}", self.listen));
+        let verifier = match self.auth.as_str() {
+            "none" => return Ok(None),
+            "tokens" => {
+                let file = self
+                    .auth_tokens_file
+                    .as_ref()
+                    .ok_or_else(|| InputError("--auth tokens needs --auth-tokens-file".into()))?;
+                Verifier::tokens_from_file(file).map_err(|e| InputError(e.to_string()))?
+            }
+            "jwt" => {
+                let file = self
+                    .jwks_file
+                    .as_ref()
+                    .ok_or_else(|| InputError("--auth jwt needs --jwks-file".into()))?;
+                let issuer = self
+                    .jwt_issuer
+                    .clone()
+                    .ok_or_else(|| InputError("--auth jwt needs --jwt-issuer".into()))?;
+                Verifier::jwt_from_file(
+                    file,
+                    issuer,
+                    resource.clone(),
+                    self.jwt_organization_claim.clone(),
+                )
+                .map_err(|e| InputError(e.to_string()))?
+            }
+            other => {
+                return Err(InputError(format!(
+                    "unknown auth mode {other:?}: use none, tokens or jwt"
+                ))
+                .into());
+            }
+        };
+        Ok(Some(Arc::new(Auth {
+            verifier,
+            resource,
+            authorization_servers: self.jwt_issuer.iter().cloned().collect(),
+            scope: self.required_scope.clone(),
+        })))
     }
 }
 

@@ -134,8 +134,8 @@ impl Store for PostgresStore {
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
-            "INSERT INTO sessions (id, revision, seq, state, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO sessions (id, revision, seq, state, created_at, updated_at, status) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .bind(session.id.as_str())
         .bind(session.revision as i64)
@@ -143,6 +143,7 @@ impl Store for PostgresStore {
         .bind(encode_session(session)?)
         .bind(&session.created_at)
         .bind(&session.updated_at)
+        .bind(session.status.as_str())
         .execute(&mut *tx)
         .await?;
         insert_audit(&mut *tx, audit).await?;
@@ -167,13 +168,14 @@ impl Store for PostgresStore {
     ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
         let swapped = sqlx::query(
-            "UPDATE sessions SET revision = $1, seq = $2, state = $3, updated_at = $4 \
-             WHERE id = $5 AND revision = $6",
+            "UPDATE sessions SET revision = $1, seq = $2, state = $3, updated_at = $4, status = $5 \
+             WHERE id = $6 AND revision = $7",
         )
         .bind(session.revision as i64)
         .bind(session.seq as i64)
         .bind(encode_session(session)?)
         .bind(&session.updated_at)
+        .bind(session.status.as_str())
         .bind(session.id.as_str())
         .bind(expected_revision as i64)
         .execute(&mut *tx)
@@ -199,6 +201,13 @@ impl Store for PostgresStore {
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(decode_audit).collect()
+    }
+
+    async fn open_sessions(&self) -> Result<u64, StoreError> {
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM sessions WHERE status <> 'completed'")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get::<i64, _>("n")? as u64)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -126,8 +126,8 @@ impl Store for SqliteStore {
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
-            "INSERT INTO sessions (id, revision, seq, state, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO sessions (id, revision, seq, state, created_at, updated_at, status) \
+             VALUES (?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(session.id.as_str())
         .bind(session.revision as i64)
@@ -135,6 +135,7 @@ impl Store for SqliteStore {
         .bind(encode_session(session)?)
         .bind(&session.created_at)
         .bind(&session.updated_at)
+        .bind(session.status.as_str())
         .execute(&mut *tx)
         .await?;
         insert_audit(&mut *tx, audit).await?;
@@ -159,13 +160,14 @@ impl Store for SqliteStore {
     ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
         let swapped = sqlx::query(
-            "UPDATE sessions SET revision = ?, seq = ?, state = ?, updated_at = ? \
+            "UPDATE sessions SET revision = ?, seq = ?, state = ?, updated_at = ?, status = ? \
              WHERE id = ? AND revision = ?",
         )
         .bind(session.revision as i64)
         .bind(session.seq as i64)
         .bind(encode_session(session)?)
         .bind(&session.updated_at)
+        .bind(session.status.as_str())
         .bind(session.id.as_str())
         .bind(expected_revision as i64)
         .execute(&mut *tx)
@@ -191,6 +193,13 @@ impl Store for SqliteStore {
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(decode_audit).collect()
+    }
+
+    async fn open_sessions(&self) -> Result<u64, StoreError> {
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM sessions WHERE status <> 'completed'")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get::<i64, _>("n")? as u64)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

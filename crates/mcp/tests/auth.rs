@@ -1,0 +1,218 @@
+//! Bearer auth on the MCP endpoint: tokens and JWTs, 401/403 challenges, protected-resource
+//! metadata, and session ownership across principals (the authenticated Git handoff).
+
+use std::sync::Arc;
+
+use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
+use ed25519_dalek::Signer as _;
+use rimthan_mcp::{
+    Profile,
+    auth::{Auth, Verifier},
+    http::{self, HttpConfig},
+};
+use rmcp::{
+    ServiceExt,
+    transport::{
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use crate::common::*;
+
+struct Served {
+    addr: std::net::SocketAddr,
+    url: String,
+    _stop: oneshot::Sender<()>,
+}
+
+async fn serve_with(verifier: impl FnOnce(&str) -> Verifier) -> Served {
+    let listener = http::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let url = format!("http://{addr}/mcp");
+    let mut config = HttpConfig::loopback(addr);
+    config.auth = Some(Arc::new(Auth {
+        verifier: verifier(&url),
+        resource: url.clone(),
+        authorization_servers: vec!["https://issuer.example".into()],
+        scope: "rimthan:workflow".into(),
+    }));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = server(Profile::WorkflowEngine).await;
+    tokio::spawn(async move {
+        http::serve(listener, server, &config, async move {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+    });
+    Served {
+        addr,
+        url,
+        _stop: stop,
+    }
+}
+
+fn initialize(token: Option<&str>) -> String {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Status line and headers of a raw request.
+async fn head(addr: std::net::SocketAddr, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = stream.read(&mut buf).await.unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+fn token_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let hash = |t: &str| rimthan_registry::Sha256Digest::of(t.as_bytes()).to_string();
+    let file = json!({"tokens": [
+        {"sha256": hash("ada-token"), "principal": "ada", "organization": "lab", "scopes": ["rimthan:workflow"]},
+        {"sha256": hash("grace-token"), "principal": "grace", "organization": "lab", "scopes": ["rimthan:workflow"]},
+        {"sha256": hash("mallory-token"), "principal": "mallory", "organization": "elsewhere", "scopes": ["rimthan:workflow"]},
+        {"sha256": hash("reader-token"), "principal": "reader", "organization": "lab", "scopes": ["other:scope"]},
+    ]});
+    let path = dir.join("tokens.json");
+    std::fs::write(&path, file.to_string()).unwrap();
+    path
+}
+
+async fn client_with(url: &str, token: &str) -> Client {
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token.to_owned());
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn missing_bad_and_underscoped_tokens_are_challenged() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = token_file(dir.path());
+    let served = serve_with(|_| Verifier::tokens_from_file(&file).unwrap()).await;
+    let none = head(served.addr, &initialize(None)).await;
+    assert!(none.starts_with("HTTP/1.1 401"), "{none}");
+    let challenge = format!(
+        "resource_metadata=\"http://{}/.well-known/oauth-protected-resource/mcp\"",
+        served.addr
+    );
+    assert!(
+        none.to_lowercase().contains("www-authenticate: bearer") && none.contains(&challenge),
+        "{none}"
+    );
+    let bad = head(served.addr, &initialize(Some("guess"))).await;
+    assert!(
+        bad.starts_with("HTTP/1.1 401") && bad.contains("error=\"invalid_token\""),
+        "{bad}"
+    );
+    let scoped = head(served.addr, &initialize(Some("reader-token"))).await;
+    assert!(
+        scoped.starts_with("HTTP/1.1 403") && scoped.contains("insufficient_scope"),
+        "{scoped}"
+    );
+    let good = head(served.addr, &initialize(Some("ada-token"))).await;
+    assert!(good.starts_with("HTTP/1.1 200"), "{good}");
+    let metadata = head(served.addr, "GET /.well-known/oauth-protected-resource/mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").await;
+    assert!(
+        metadata.starts_with("HTTP/1.1 200")
+            && metadata.contains(&format!("\"resource\":\"{}\"", served.url)),
+        "{metadata}"
+    );
+}
+
+#[tokio::test]
+async fn the_same_organization_may_resume_and_others_may_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = token_file(dir.path());
+    let served = serve_with(|_| Verifier::tokens_from_file(&file).unwrap()).await;
+    let ada = client_with(&served.url, "ada-token").await;
+    let payload = structured(&call(&ada, rimthan_mcp::START, start_arguments("codex")).await);
+    let resume = json!({"checkpoint": payload["session_file"]["content"]["checkpoint"]});
+    let grace = client_with(&served.url, "grace-token").await;
+    let handed = structured(&call(&grace, rimthan_mcp::ACTIVE_STEP, resume.clone()).await);
+    assert_eq!(handed["session_id"], payload["session_id"]);
+    let mallory = client_with(&served.url, "mallory-token").await;
+    let refused = structured(&call(&mallory, rimthan_mcp::ACTIVE_STEP, resume).await);
+    assert_eq!(refused["failures"][0]["code"], "session_access_denied");
+    for c in [ada, grace, mallory] {
+        c.cancel().await.unwrap();
+    }
+}
+
+/// An EdDSA-signed JWT, made by hand so the test shares no code with the verifier.
+fn jwt(key: &ed25519_dalek::SigningKey, claims: Value) -> String {
+    let header =
+        URL_SAFE_NO_PAD.encode(json!({"alg": "EdDSA", "typ": "JWT", "kid": "k1"}).to_string());
+    let body = URL_SAFE_NO_PAD.encode(claims.to_string());
+    let signature = key.sign(format!("{header}.{body}").as_bytes());
+    format!(
+        "{header}.{body}.{}",
+        URL_SAFE_NO_PAD.encode(signature.to_bytes())
+    )
+}
+
+#[tokio::test]
+async fn jwts_are_checked_for_signature_issuer_audience_and_expiry() {
+    let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+    let other = ed25519_dalek::SigningKey::from_bytes(&[8; 32]);
+    let dir = tempfile::tempdir().unwrap();
+    let jwks = json!({"keys": [{"kty": "OKP", "crv": "Ed25519", "kid": "k1", "alg": "EdDSA", "use": "sig",
+        "x": URL_SAFE_NO_PAD.encode(key.verifying_key().as_bytes())}]});
+    let jwks_path = dir.path().join("jwks.json");
+    std::fs::write(&jwks_path, jwks.to_string()).unwrap();
+    let served = serve_with(|url| {
+        Verifier::jwt_from_file(
+            &jwks_path,
+            "https://issuer.example".into(),
+            url.into(),
+            "org".into(),
+        )
+        .unwrap()
+    })
+    .await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = |aud: &str, exp: u64| {
+        json!({"iss": "https://issuer.example", "aud": aud, "exp": exp,
+        "sub": "ada", "org": "lab", "scope": "openid rimthan:workflow"})
+    };
+    let good = jwt(&key, claims(&served.url, now + 600));
+    let cases = [
+        ("valid", good.clone(), "200"),
+        (
+            "bad signature",
+            jwt(&other, claims(&served.url, now + 600)),
+            "401",
+        ),
+        (
+            "wrong audience",
+            jwt(&key, claims("https://elsewhere.example/mcp", now + 600)),
+            "401",
+        ),
+        ("expired", jwt(&key, claims(&served.url, now - 600)), "401"),
+    ];
+    for (what, token, status) in cases {
+        let response = head(served.addr, &initialize(Some(&token))).await;
+        assert!(
+            response.starts_with(&format!("HTTP/1.1 {status}")),
+            "{what}: {response}"
+        );
+    }
+    let client = client_with(&served.url, &good).await;
+    let payload = structured(&call(&client, rimthan_mcp::START, start_arguments("codex")).await);
+    assert_eq!(payload["status"], "active");
+    client.cancel().await.unwrap();
+}

@@ -1,0 +1,43 @@
+// Clients of the official TypeScript SDK (@modelcontextprotocol/client v2) and a session driver
+// on top of them. The SDK validates every tool result's structuredContent against the tool's
+// outputSchema (from the cached tools/list), so listTools() runs before any call.
+import assert from "node:assert/strict";
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
+
+const INFO = { name: "rimthan-e2e-typescript-sdk", version: "1.0.0" };
+
+/** mode: 'legacy' (initialize + Mcp-Session-Id) or { pin: '2026-07-28' } (server/discover). */
+export async function httpClient(url, mode) {
+  const client = new Client(INFO, { versionNegotiation: { mode } });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  return client;
+}
+
+export async function stdioClient(params, mode = "legacy") {
+  const transport = new StdioClientTransport(params);
+  let stderr = "";
+  transport.stderr?.on("data", (d) => (stderr += d));
+  const client = new Client(INFO, { versionNegotiation: { mode } });
+  await client.connect(transport);
+  return { client, stderr: () => stderr };
+}
+
+/** The structured content of a tool result, checked against its JSON text mirror. */
+export function structured(result) {
+  assert.notEqual(result.structuredContent, undefined, "the result carries structuredContent");
+  const text = result.content.find((c) => c.type === "text");
+  assert.ok(text, "the result carries a text mirror");
+  assert.deepEqual(JSON.parse(text.text), result.structuredContent, "the text mirrors structuredContent");
+  return result.structuredContent;
+}
+
+export function sdkDriver(client) {
+  return {
+    async call(name, args) {
+      const result = await client.callTool({ name, arguments: args });
+      return { structured: structured(result), isError: result.isError === true, raw: result };
+    },
+    read: (uri) => client.readResource({ uri }),
+  };
+}

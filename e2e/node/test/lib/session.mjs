@@ -1,0 +1,246 @@
+// The harness side of a research-study session, independent of the client that carries it
+// (TypeScript SDK over HTTP or stdio, Inspector CLI). It is the JavaScript twin of `run_session`
+// in crates/mcp/tests/common/mod.rs, except that every file is really written into a temporary
+// project and READ BACK before it is attested: host assets come from resources/read of their
+// URI, step outputs are the registry samples copied to their declared paths.
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { lstat, mkdir, readFile, writeFile } from "node:fs/promises";
+import { dirname, join, resolve, sep } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const TOOLS = [
+  "rimthan.start_workflow",
+  "rimthan.get_active_step",
+  "rimthan.prepare_step_validation",
+  "rimthan.submit_step_reports",
+];
+export const [START, GET_ACTIVE, PREPARE, SUBMIT] = TOOLS;
+export const TEMPLATES = [
+  "workflow-definition",
+  "workflow-step",
+  "workflow-asset-content",
+  "validator-definition",
+  "workflow-versioned-schema",
+];
+export const STEPS = ["setup-workspace", "frame-question", "gather-sources", "synthesize-findings"];
+export const SESSION_FILE = ".rimthan/workflow-session.json";
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
+export const SAMPLES = join(repoRoot, "registry/samples/research-study");
+
+export const HOST = Object.freeze({
+  harness: "codex",
+  adapter: { id: "codex", version: "1.1.0" },
+  capabilities: [
+    "mcp.tools",
+    "mcp.resources",
+    "mcp.prompts",
+    "native-subagents",
+    "scoped-inputs",
+    "read-only-capabilities",
+    "structured-reports",
+    "project-local-assets",
+  ],
+  validator_capabilities: ["workspace.read", "web.read", "git.read"],
+});
+
+export const startArguments = (host = HOST) => ({ workflow_id: "research-study", host: structuredClone(host) });
+
+/** codex declaring the legacy adapter: blocked before anything is stored. */
+export const blockedStartArguments = () =>
+  startArguments({ ...structuredClone(HOST), adapter: { id: "legacy-generic", version: "1.0.0" } });
+
+export const sha256 = (bytes) => createHash("sha256").update(bytes).digest("hex");
+
+/** Resolves a declared project-relative path inside the project, refusing anything that escapes. */
+function inProject(project, rel) {
+  assert.equal(typeof rel, "string");
+  assert.ok(!rel.startsWith("/") && !rel.split("/").includes(".."), `declared path ${rel} is relative and normalized`);
+  const full = resolve(project, rel);
+  assert.ok(full.startsWith(project + sep), `${rel} stays inside the project`);
+  return full;
+}
+
+/** lstat of every component from the project root down: true when none is a symlink. */
+async function symlinkFree(project, rel) {
+  let at = project;
+  for (const part of rel.split("/")) {
+    at = join(at, part);
+    if ((await lstat(at)).isSymbolicLink()) return false;
+  }
+  return true;
+}
+
+/** Writes bytes at a declared path, then reads them back; returns what was read. */
+export async function writeAndReadBack(project, rel, bytes) {
+  const full = inProject(project, rel);
+  await mkdir(dirname(full), { recursive: true });
+  await writeFile(full, bytes);
+  const back = await readFile(full);
+  return { bytes: back, sha256: sha256(back), symlinkFree: await symlinkFree(project, rel) };
+}
+
+/** The bytes of a resources/read result with exactly one content entry for `uri`. */
+export function contentBytes(result, uri) {
+  assert.ok(Array.isArray(result.contents) && result.contents.length === 1, `one content entry for ${uri}`);
+  const [c] = result.contents;
+  assert.equal(c.uri, uri);
+  if (typeof c.text === "string") return Buffer.from(c.text, "utf8");
+  assert.equal(typeof c.blob, "string", `${uri} has text or blob`);
+  return Buffer.from(c.blob, "base64");
+}
+
+/**
+ * The host attestation for the setup step: every asset with a project-local path is fetched with
+ * resources/read of its URI, written there, read back and attested with the sha256 of what was
+ * read; the others are fetched and attested as dynamic-context deliveries.
+ * `overrides(delivery)` may tamper with a delivery (used by the rejection test).
+ */
+export async function hostAttestation(driver, project, payload, host = HOST, overrides = (d) => d) {
+  const deliveries = [];
+  for (const asset of payload.host_assets) {
+    const fetched = contentBytes(await driver.read(asset.uri), asset.uri);
+    let delivery;
+    if (asset.project_local_path) {
+      assert.ok(asset.delivery_modes.includes("project-local"));
+      const back = await writeAndReadBack(project, asset.project_local_path, fetched);
+      assert.ok(back.symlinkFree);
+      delivery = {
+        kind: asset.kind, id: asset.id, version: asset.version, sha256: back.sha256,
+        delivery_mode: "project-local", path: asset.project_local_path,
+      };
+    } else {
+      assert.ok(asset.delivery_modes.includes("dynamic-context"));
+      delivery = {
+        kind: asset.kind, id: asset.id, version: asset.version, sha256: sha256(fetched),
+        delivery_mode: "dynamic-context",
+      };
+    }
+    deliveries.push(overrides(delivery));
+  }
+  return {
+    harness: host.harness,
+    adapter: host.adapter,
+    capabilities: host.capabilities,
+    validator_capabilities: host.validator_capabilities,
+    deliveries,
+  };
+}
+
+/** The output attestation of a work step: the samples copied to the declared paths and read back. */
+export async function outputAttestation(project, step) {
+  const artifacts = [];
+  for (const o of step.outputs) {
+    const sample = await readFile(join(SAMPLES, o.path));
+    const back = await writeAndReadBack(project, o.path, sample);
+    assert.ok(back.bytes.length <= o.max_bytes, `${o.path} fits max_bytes`);
+    const artifact = {
+      artifact_id: o.artifact_id, path: o.path, owner_step: o.owner_step, media_type: o.media_type,
+      bytes: back.bytes.length, sha256: back.sha256, symlink_free: back.symlinkFree, read_back: true,
+      write_policy: o.write_policy,
+    };
+    if (o.schema) {
+      artifact.schema_sha256 = o.schema.sha256;
+      artifact.content = JSON.parse(back.bytes.toString("utf8"));
+    }
+    artifacts.push(artifact);
+  }
+  return { artifacts };
+}
+
+/** One passing report per validator of a plan, reading exactly its declared inputs. */
+export const passingReports = (plan) =>
+  plan.validators.map((v) => ({
+    validator_id: v.id,
+    validator_version: v.version,
+    verdict: "pass",
+    summary: "Checked the declared inputs; they answer the step.",
+    findings: [],
+    inputs_read: v.inputs.map((i) => i.path),
+    capabilities_used: v.capabilities,
+  }));
+
+async function persistSessionFile(project, payload) {
+  assert.equal(payload.session_file?.path, SESSION_FILE);
+  await writeAndReadBack(project, SESSION_FILE, JSON.stringify(payload.session_file.content, null, 2) + "\n");
+}
+
+/**
+ * A whole session. `driver` = { call(tool, args) -> { structured, isError }, read(uri) -> result }.
+ * Returns { final, steps } after asserting every step ends in status "completed".
+ */
+export async function runSession(driver, project) {
+  const started = await driver.call(START, startArguments());
+  assert.notEqual(started.isError, true, JSON.stringify(started.structured));
+  let payload = started.structured;
+  assert.equal(payload.status, "active", JSON.stringify(payload));
+  assert.equal(payload.host_adapter.id, "codex");
+  await persistSessionFile(project, payload);
+  const steps = [];
+  let guard = 0;
+  while (payload.status !== "completed") {
+    assert.ok(++guard <= 10, "the session ends within ten steps");
+    const step = payload.step;
+    steps.push(step.id);
+    const prepare = { checkpoint: payload.checkpoint, step_id: step.id };
+    if (step.kind === "setup") prepare.host_attestation = await hostAttestation(driver, project, payload);
+    else prepare.output_attestation = await outputAttestation(project, step);
+    const prepared = await driver.call(PREPARE, prepare);
+    assert.notEqual(prepared.isError, true, JSON.stringify(prepared.structured));
+    const plan = prepared.structured;
+    assert.equal(plan.status, "ready", JSON.stringify(plan));
+    const submitted = await driver.call(SUBMIT, {
+      checkpoint: payload.checkpoint,
+      validation_id: plan.validation_id,
+      reports: passingReports(plan),
+    });
+    assert.notEqual(submitted.isError, true, JSON.stringify(submitted.structured));
+    assert.notEqual(submitted.structured.checkpoint, payload.checkpoint, "submitting moves the checkpoint");
+    payload = submitted.structured;
+    assert.ok(["active", "completed"].includes(payload.status), JSON.stringify(payload));
+    await persistSessionFile(project, payload);
+  }
+  assert.deepEqual(steps, STEPS);
+  assert.equal(payload.step ?? null, null, "no active step once completed");
+  return { final: payload, steps };
+}
+
+/** The files a completed codex session leaves in the project, each checked against its digest. */
+export async function assertProjectFiles(project, final) {
+  for (const rel of [
+    ".agents/skills/rimthan-research/SKILL.md",
+    ".codex/agents/scope-reviewer.toml",
+    ".codex/agents/source-auditor.toml",
+    ".codex/agents/claim-checker.toml",
+  ]) {
+    const bytes = await readFile(join(project, rel));
+    assert.ok(bytes.length > 0, `${rel} is written`);
+  }
+  for (const rel of ["research/question.json", "research/sources.json", "research/notes.md", "research/findings.md"]) {
+    assert.deepEqual(await readFile(join(project, rel)), await readFile(join(SAMPLES, rel)), `${rel} holds the sample`);
+  }
+  const session = JSON.parse(await readFile(join(project, SESSION_FILE), "utf8"));
+  assert.equal(session.status, "completed");
+  assert.equal(session.checkpoint, final.checkpoint);
+  assert.equal(session.session_id, final.session_id);
+  assert.equal(session.server, "rimthan-workflow-engine");
+}
+
+/** A started session whose setup attestation claims one delivery's sha256 is 64 zeros. */
+export async function rejectedAttestation(driver, project) {
+  const started = await driver.call(START, startArguments());
+  assert.equal(started.structured.status, "active", JSON.stringify(started.structured));
+  let tampered = false;
+  const attestation = await hostAttestation(driver, project, started.structured, HOST, (d) => {
+    if (tampered) return d;
+    tampered = true;
+    return { ...d, sha256: "0".repeat(64) };
+  });
+  const prepared = await driver.call(PREPARE, {
+    checkpoint: started.structured.checkpoint,
+    step_id: "setup-workspace",
+    host_attestation: attestation,
+  });
+  return { started: started.structured, prepared };
+}

@@ -1,0 +1,607 @@
+"""End-to-end tests of the rimthan MCP server, driven by the official Python MCP SDK (`mcp` 2.x).
+
+The server under test is the real binary named by $RIMTHAN_BIN, started on a free loopback port
+(Streamable HTTP, both protocol revisions) or spawned by the SDK's stdio client. The client side is
+software nobody on the team wrote: the SDK negotiates the protocol, frames the requests, and checks
+each tool result against the outputSchema the server itself published.
+
+A session is driven the way a harness would: start -> deliver the host assets (read each asset's
+`uri` over MCP, write the bytes to the project-local path in a temporary project, read them back
+and attest the digest of what is on disk) -> submit the empty report set -> for every work step,
+write the declared outputs, read them back, attest (sha256, size, symlink-freeness, parsed JSON
+content) -> submit one passing report per validator -> until status "completed".
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ctypes
+import hashlib
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+# --------------------------------------------------------------------------------------------
+# Constants
+# --------------------------------------------------------------------------------------------
+
+RIMTHAN_BIN = os.environ.get("RIMTHAN_BIN", "")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = REPO_ROOT / "registry" / "samples" / "research-study"
+
+SERVER_NAME = "rimthan-workflow-engine"
+START = "rimthan.start_workflow"
+GET_ACTIVE = "rimthan.get_active_step"
+PREPARE = "rimthan.prepare_step_validation"
+SUBMIT = "rimthan.submit_step_reports"
+FOUR_TOOLS = [START, GET_ACTIVE, PREPARE, SUBMIT]
+BOOTSTRAP_URI = "rimthan://bootstrap/agent-entrypoint"
+STEPS = ["setup-workspace", "frame-question", "gather-sources", "synthesize-findings"]
+
+HARNESS = "claude-code"
+ADAPTER = {"id": "claude-code", "version": "1.1.0"}
+CAPABILITIES = [
+    "mcp.tools",
+    "mcp.resources",
+    "mcp.prompts",
+    "native-subagents",
+    "scoped-inputs",
+    "read-only-capabilities",
+    "structured-reports",
+    "project-local-assets",
+]
+VALIDATOR_CAPABILITIES = ["workspace.read", "web.read", "git.read"]
+
+HTTP_MODES = ["legacy", "2026-07-28"]
+CALL_TIMEOUT_S = 60
+TEST_TIMEOUT_S = 180
+READY_TIMEOUT_S = 60
+
+# Never route loopback traffic through a proxy configured in the environment.
+os.environ["NO_PROXY"] = ",".join(filter(None, [os.environ.get("NO_PROXY"), "127.0.0.1", "localhost"]))
+os.environ["no_proxy"] = os.environ["NO_PROXY"]
+
+# --------------------------------------------------------------------------------------------
+# Server processes
+# --------------------------------------------------------------------------------------------
+
+
+def _require_binary() -> str:
+    if not RIMTHAN_BIN:
+        pytest.fail("RIMTHAN_BIN is not set (path to the built rimthan binary)", pytrace=False)
+    if not (os.path.isfile(RIMTHAN_BIN) and os.access(RIMTHAN_BIN, os.X_OK)):
+        pytest.fail(f"RIMTHAN_BIN={RIMTHAN_BIN!r} is not an executable file", pytrace=False)
+    return RIMTHAN_BIN
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: deliver SIGTERM to the server if this pytest process dies without cleanup."""
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _http_status(url: str) -> int | None:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=2) as resp:
+            return resp.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@dataclass
+class HttpServer:
+    url: str
+    port: int
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no server log)"
+
+
+def _start_http_server(workdir: Path) -> HttpServer:
+    binary = _require_binary()
+    db = workdir / "db.sqlite"
+    last_log = ""
+    for attempt in range(3):
+        port = _free_port()
+        log = workdir / f"server-{attempt}.log"
+        with open(log, "wb") as log_file:
+            proc = subprocess.Popen(
+                [binary, "serve", "--listen", f"127.0.0.1:{port}", "--database-url", f"sqlite://{db}"],
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                cwd=workdir,
+                preexec_fn=_die_with_parent,
+            )
+        server = HttpServer(url=f"http://127.0.0.1:{port}/mcp", port=port, proc=proc, log=log)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline and proc.poll() is None:
+            if _http_status(f"http://127.0.0.1:{port}/readyz") == 200:
+                return server
+            time.sleep(0.1)
+        _stop(proc)
+        last_log = server.log_tail()
+        # A lost race for the port exits early; anything else is not worth retrying.
+        if "in use" not in last_log.lower():
+            break
+    pytest.fail(f"rimthan serve did not become ready (GET /readyz != 200):\n{last_log}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def http_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    server = _start_http_server(tmp_path_factory.mktemp("rimthan-http"))
+    failed_before = request.session.testsfailed
+    try:
+        yield server
+    finally:
+        _stop(server.proc)
+        if request.session.testsfailed > failed_before:
+            print(f"\n--- rimthan HTTP server log ({server.log}) ---\n{server.log_tail(80)}")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    return root
+
+
+def http_client(server: HttpServer, mode: str) -> Client:
+    return Client(server.url, mode=mode, read_timeout_seconds=CALL_TIMEOUT_S)
+
+
+@contextlib.asynccontextmanager
+async def stdio_session(workdir: Path, mode: str):
+    """A Client over the SDK's stdio transport; the SDK spawns and stops the server process."""
+    binary = _require_binary()
+    params = StdioServerParameters(
+        command=binary,
+        args=["serve", "--stdio", "--database-url", f"sqlite://{workdir / 'db.sqlite'}"],
+        cwd=str(workdir),
+    )
+    log_path = workdir / "stdio-server.log"
+    with open(log_path, "w") as errlog:
+        try:
+            async with Client(
+                stdio_client(params, errlog=errlog), mode=mode, read_timeout_seconds=CALL_TIMEOUT_S
+            ) as client:
+                yield client
+        except BaseException:
+            errlog.flush()
+            print(f"\n--- rimthan stdio server log ({log_path}) ---\n{log_path.read_text(errors='replace')[-6000:]}")
+            raise
+
+
+# --------------------------------------------------------------------------------------------
+# Tool calls, judged by the SDK
+# --------------------------------------------------------------------------------------------
+
+
+def _text_mirror(result: types.CallToolResult) -> Any:
+    texts = [c.text for c in result.content if isinstance(c, types.TextContent)]
+    assert texts, f"tool result has no text content mirroring structuredContent: {result!r}"
+    return json.loads(texts[0])
+
+
+async def call(client: Client, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    """tools/call via Client.call_tool, which checks structuredContent against the tool's outputSchema."""
+    result = await client.call_tool(name, arguments)
+    assert result.structured_content is not None, f"{name} returned no structuredContent: {result!r}"
+    assert _text_mirror(result) == result.structured_content, f"{name}: text content != structuredContent"
+    if result.is_error:
+        # The SDK skips isError results, but blocked/rejected payloads are in the outputSchema too.
+        await client.session.validate_tool_result(name, result)
+    return result
+
+
+async def call_ok(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await call(client, name, arguments)
+    assert result.is_error is not True, f"{name} failed: {json.dumps(result.structured_content, indent=1)}"
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+def codes(items: list[dict[str, Any]]) -> list[str]:
+    return [item["code"] for item in items]
+
+
+# --------------------------------------------------------------------------------------------
+# The harness side: files on disk
+# --------------------------------------------------------------------------------------------
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _components(project: Path, rel: str) -> list[Path]:
+    parts = Path(rel).parts
+    assert parts and not Path(rel).is_absolute() and ".." not in parts, f"unsafe declared path {rel!r}"
+    return [project.joinpath(*parts[: i + 1]) for i in range(len(parts))]
+
+
+def symlink_free(project: Path, rel: str) -> bool:
+    """os.lstat every component of the path, from the project root down."""
+    for p in [project, *_components(project, rel)]:
+        if stat.S_ISLNK(os.lstat(p).st_mode):
+            return False
+    return True
+
+
+def write_project_file(project: Path, rel: str, data: bytes) -> bytes:
+    """Write `data` at project/rel refusing symlinked components; return the bytes read back."""
+    for p in _components(project, rel)[:-1]:
+        if os.path.lexists(p):
+            assert not os.path.islink(p), f"refusing to write through symlink {p}"
+        else:
+            p.mkdir()
+    target = project / rel
+    assert not os.path.islink(target), f"refusing to write through symlink {target}"
+    target.write_bytes(data)
+    return target.read_bytes()
+
+
+async def read_asset_bytes(client: Client, uri: str) -> bytes:
+    result = await client.read_resource(uri)
+    assert len(result.contents) == 1, f"{uri}: expected one content item, got {len(result.contents)}"
+    content = result.contents[0]
+    assert str(content.uri) == uri
+    if isinstance(content, types.TextResourceContents):
+        return content.text.encode("utf-8")
+    return base64.b64decode(content.blob)
+
+
+async def deliver_host_assets(client: Client, project: Path, host_assets: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Deliver every offered host asset project-locally (or dynamically when no path is offered)."""
+    deliveries = []
+    for asset in host_assets:
+        received = await read_asset_bytes(client, asset["uri"])
+        assert sha256_hex(received) == asset["sha256"], f"asset {asset['uri']} bytes do not match its sha256"
+        delivery = {k: asset[k] for k in ("kind", "id", "version")}
+        local = asset.get("project_local_path")
+        if local is not None:
+            assert "project-local" in asset["delivery_modes"]
+            on_disk = write_project_file(project, local, received)
+            assert symlink_free(project, local)
+            delivery.update(sha256=sha256_hex(on_disk), delivery_mode="project-local", path=local)
+        else:
+            assert "dynamic-context" in asset["delivery_modes"]
+            delivery.update(sha256=sha256_hex(received), delivery_mode="dynamic-context")
+        deliveries.append(delivery)
+    return deliveries
+
+
+def host_attestation(deliveries: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "harness": HARNESS,
+        "adapter": ADAPTER,
+        "capabilities": CAPABILITIES,
+        "validator_capabilities": VALIDATOR_CAPABILITIES,
+        "deliveries": deliveries,
+    }
+
+
+def write_and_attest_output(project: Path, output: dict[str, Any]) -> dict[str, Any]:
+    rel = output["path"]
+    sample = (SAMPLES / rel).read_bytes()
+    write_project_file(project, rel, sample)
+    on_disk = (project / rel).read_bytes()  # read back from disk; everything below is computed from it
+    assert len(on_disk) <= output["max_bytes"], f"{rel}: {len(on_disk)} bytes > max_bytes {output['max_bytes']}"
+    artifact = {
+        "artifact_id": output["artifact_id"],
+        "path": rel,
+        "owner_step": output["owner_step"],
+        "media_type": output["media_type"],
+        "bytes": len(on_disk),
+        "sha256": sha256_hex(on_disk),
+        "symlink_free": symlink_free(project, rel),
+        "read_back": True,
+        "write_policy": output["write_policy"],
+    }
+    if output.get("schema") is not None:
+        artifact["schema_sha256"] = output["schema"]["sha256"]
+        artifact["content"] = json.loads(on_disk)
+    return artifact
+
+
+def save_session_file(project: Path, payload: dict[str, Any]) -> None:
+    session_file = payload["session_file"]
+    assert session_file["path"] == ".rimthan/workflow-session.json"
+    assert session_file["content"]["checkpoint"] == payload["checkpoint"]
+    assert session_file["content"]["server"] == SERVER_NAME
+    write_project_file(project, session_file["path"], json.dumps(session_file["content"], indent=2).encode())
+
+
+def start_arguments(**host_overrides: Any) -> dict[str, Any]:
+    host = {
+        "harness": HARNESS,
+        "adapter": ADAPTER,
+        "capabilities": CAPABILITIES,
+        "validator_capabilities": VALIDATOR_CAPABILITIES,
+    }
+    host.update(host_overrides)
+    return {"workflow_id": "research-study", "host": host}
+
+
+def passing_reports(project: Path, plan: dict[str, Any]) -> list[dict[str, Any]]:
+    reports = []
+    for v in plan["validators"]:
+        inputs = [i["path"] for i in v["inputs"]]
+        for rel in inputs:  # the validator reads its declared inputs
+            assert (project / rel).is_file(), f"validator {v['id']} input {rel} is not on disk"
+        reports.append(
+            {
+                "validator_id": v["id"],
+                "validator_version": v["version"],
+                "verdict": "pass",
+                "summary": "Checked the declared inputs.",
+                "findings": [],
+                "inputs_read": inputs,
+                "capabilities_used": v["capabilities"],
+            }
+        )
+    return reports
+
+
+@dataclass
+class SessionRun:
+    final: dict[str, Any]
+    steps: list[str] = field(default_factory=list)
+
+
+async def run_session(client: Client, project: Path) -> SessionRun:
+    payload = await call_ok(client, START, start_arguments())
+    assert payload["status"] == "active", payload
+    assert payload["host_adapter"]["id"] == ADAPTER["id"]
+    assert payload["host_adapter"]["version"] == ADAPTER["version"]
+    run = SessionRun(final=payload)
+    while payload["status"] != "completed":
+        assert payload["status"] == "active", payload
+        save_session_file(project, payload)
+        step = payload["step"]
+        step_id = step["id"]
+        run.steps.append(step_id)
+
+        again = await call_ok(client, GET_ACTIVE, {"checkpoint": payload["checkpoint"]})
+        assert again["step"]["id"] == step_id and again["checkpoint"] == payload["checkpoint"]
+
+        prepare: dict[str, Any] = {"checkpoint": payload["checkpoint"], "step_id": step_id}
+        if step_id == "setup-workspace":
+            assert step["outputs"] == [] and step["validators"] == []
+            assert payload["host_assets"], "setup step offers no host assets"
+            prepare["host_attestation"] = host_attestation(
+                await deliver_host_assets(client, project, payload["host_assets"])
+            )
+        else:
+            assert step["outputs"], f"work step {step_id} declares no outputs"
+            prepare["output_attestation"] = {"artifacts": [write_and_attest_output(project, o) for o in step["outputs"]]}
+
+        plan = await call_ok(client, PREPARE, prepare)
+        assert plan["status"] == "ready", plan
+        assert [v["id"] for v in plan["validators"]] == [v["id"] for v in step["validators"]]
+        submit = {
+            "checkpoint": payload["checkpoint"],
+            "validation_id": plan["validation_id"],
+            "reports": passing_reports(project, plan),
+        }
+        nxt = await call_ok(client, SUBMIT, submit)
+        assert nxt["status"] in ("active", "completed"), nxt
+        assert nxt["checkpoint"] != payload["checkpoint"], "submit did not move the checkpoint"
+        assert nxt["session_id"] == payload["session_id"]
+        payload = nxt
+    save_session_file(project, payload)
+    run.final = payload
+    return run
+
+
+def assert_completed_session(run: SessionRun, project: Path) -> None:
+    assert run.steps == STEPS
+    final = run.final
+    assert final["status"] == "completed"
+    assert final.get("step") is None
+    assert final["session_file"]["content"]["status"] == "completed"
+    # Every declared output and every project-local asset is really on disk, with the sample bytes.
+    for rel in ("research/question.json", "research/sources.json", "research/notes.md", "research/findings.md"):
+        assert (project / rel).read_bytes() == (SAMPLES / rel).read_bytes()
+    for rel in (
+        ".claude/skills/rimthan-research/SKILL.md",
+        ".claude/agents/scope-reviewer.md",
+        ".claude/agents/source-auditor.md",
+        ".claude/agents/claim-checker.md",
+        ".claude/commands/rimthan-resume.md",
+    ):
+        assert (project / rel).is_file(), f"host asset {rel} was not delivered"
+    saved = json.loads((project / ".rimthan/workflow-session.json").read_bytes())
+    assert saved["status"] == "completed" and saved["checkpoint"] == final["checkpoint"]
+
+
+# --------------------------------------------------------------------------------------------
+# Tests
+# --------------------------------------------------------------------------------------------
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("mode", HTTP_MODES)
+async def test_http_whole_session(http_server: HttpServer, project: Path, mode: str) -> None:
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with http_client(http_server, mode) as client:
+            expected = "2025-11-25" if mode == "legacy" else mode
+            assert client.protocol_version == expected
+            run = await run_session(client, project)
+    assert_completed_session(run, project)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_stdio_whole_session(tmp_path: Path, project: Path, mode: str) -> None:
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with stdio_session(tmp_path, mode) as client:
+            expected = "2025-11-25" if mode == "legacy" else "2026-07-28"
+            assert client.protocol_version == expected
+            assert client.server_info is not None and client.server_info.name == SERVER_NAME
+            run = await run_session(client, project)
+    assert_completed_session(run, project)
+
+
+# `auto` probes server/discover (2026-07-28) and reads serverInfo from its _meta stamp; `legacy`
+# reads it from the initialize result. A pinned "2026-07-28" client skips discover and so has no
+# serverInfo or instructions at all (SDK behaviour), hence `auto` here.
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_server_identity_tools_resources_prompt(http_server: HttpServer, mode: str) -> None:
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with http_client(http_server, mode) as client:
+            assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+            assert client.server_info is not None
+            assert client.server_info.name == SERVER_NAME
+
+            tools = (await client.list_tools()).tools
+            assert sorted(t.name for t in tools) == sorted(FOUR_TOOLS)
+            assert len(tools) == 4
+            for tool in tools:
+                assert tool.input_schema and tool.output_schema, f"{tool.name} lacks a schema"
+            by_name = {t.name: t for t in tools}
+            get_active = by_name[GET_ACTIVE].annotations
+            assert get_active is not None and get_active.read_only_hint is True
+            assert get_active.idempotent_hint is True
+
+            uris: list[str] = []
+            cursor = None
+            for _ in range(100):
+                page = await client.list_resources(cursor=cursor)
+                uris += [str(r.uri) for r in page.resources]
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            assert BOOTSTRAP_URI in uris
+            assert uris == sorted(uris), "resources/list is not sorted by URI"
+
+            bootstrap = await client.read_resource(BOOTSTRAP_URI)
+            assert len(bootstrap.contents) == 1
+            assert isinstance(bootstrap.contents[0], types.TextResourceContents)
+            bootstrap_text = bootstrap.contents[0].text
+            assert bootstrap_text.strip()
+
+            prompts = (await client.list_prompts()).prompts
+            assert [p.name for p in prompts] == [START]
+            prompt = await client.get_prompt(START)
+            texts = [m.content.text for m in prompt.messages if isinstance(m.content, types.TextContent)]
+            assert texts == [bootstrap_text]
+            assert client.instructions == bootstrap_text
+
+
+@pytest.mark.parametrize("mode", HTTP_MODES)
+async def test_protocol_errors(http_server: HttpServer, mode: str) -> None:
+    """Unknown tool -> -32602; unknown resource -> -32002 (2025-11-25) / -32602 (2026-07-28)."""
+    from mcp.shared.exceptions import MCPError
+
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with http_client(http_server, mode) as client:
+            with pytest.raises(MCPError) as unknown_tool:
+                await client.call_tool("rimthan.no_such_tool", {})
+            assert unknown_tool.value.code == -32602
+            missing = "rimthan://registry/2026.12.0/no-such-resource"
+            with pytest.raises(MCPError) as unknown_resource:
+                await client.read_resource(missing)
+            assert unknown_resource.value.code == (-32002 if mode == "legacy" else -32602)
+            assert missing in unknown_resource.value.error.message
+
+
+@pytest.mark.parametrize("mode", HTTP_MODES)
+async def test_blocked_start_legacy_adapter(http_server: HttpServer, mode: str) -> None:
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with http_client(http_server, mode) as client:
+            result = await call(
+                client,
+                START,
+                start_arguments(harness="codex", adapter={"id": "legacy-generic", "version": "1.0.0"}),
+            )
+    assert result.is_error is True
+    sc = result.structured_content
+    assert sc["status"] == "blocked", sc
+    assert codes(sc["blockers"]) == ["host_adapter_contract_unavailable", "host_adapter_binding_mismatch"]
+    for blocker in sc["blockers"]:
+        assert blocker["message"] and isinstance(blocker["detail"], dict)
+    assert "checkpoint" not in sc and "session_file" not in sc and "host_assets" not in sc
+
+
+@pytest.mark.parametrize("mode", HTTP_MODES)
+async def test_rejected_attestation_asset_digest(http_server: HttpServer, project: Path, mode: str) -> None:
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with http_client(http_server, mode) as client:
+            payload = await call_ok(client, START, start_arguments())
+            deliveries = await deliver_host_assets(client, project, payload["host_assets"])
+            tampered = [dict(d) for d in deliveries]
+            tampered[1]["sha256"] = "0" * 64
+            prepare = {"checkpoint": payload["checkpoint"], "step_id": "setup-workspace"}
+
+            rejected = await call(client, PREPARE, {**prepare, "host_attestation": host_attestation(tampered)})
+            assert rejected.is_error is True
+            sc = rejected.structured_content
+            assert sc["status"] == "rejected", sc
+            assert codes(sc["failures"]) == ["asset_digest_mismatch"]
+            assert "validation_id" not in sc
+
+            # Preparing does not move the checkpoint: the honest attestation is accepted next.
+            plan = await call_ok(client, PREPARE, {**prepare, "host_attestation": host_attestation(deliveries)})
+            assert plan["status"] == "ready"
+            assert plan["validators"] == []
+
+
+@pytest.mark.parametrize("mode", HTTP_MODES)
+async def test_sdk_call_tool_accepts_active_payload(http_server: HttpServer, mode: str) -> None:
+    """Plain Client.call_tool (no helper) accepts active payloads; `findings` is always present."""
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with http_client(http_server, mode) as client:
+            started = await client.call_tool(START, start_arguments())
+            assert started.is_error is not True
+            assert started.structured_content["status"] == "active"
+            assert started.structured_content["findings"] == []
+            again = await client.call_tool(GET_ACTIVE, {"checkpoint": started.structured_content["checkpoint"]})
+            assert again.is_error is not True
+            assert again.structured_content["findings"] == []
