@@ -3,6 +3,7 @@
 mod auth;
 mod common;
 mod http;
+mod operation;
 mod profiles;
 mod resources;
 mod tools;

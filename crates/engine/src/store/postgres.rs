@@ -47,9 +47,20 @@ impl PostgresStore {
             .max_connections(1)
             .connect_with(options.clone())
             .await?;
-        sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+        // Concurrent `IF NOT EXISTS` creations can still collide on the catalog's unique index;
+        // the loser finds the schema there, which is all it wanted.
+        let created = sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
             .execute(&admin)
-            .await?;
+            .await;
+        if let Err(e) = created {
+            let code = e
+                .as_database_error()
+                .and_then(|d| d.code())
+                .map(|c| c.into_owned());
+            if !matches!(code.as_deref(), Some("23505" | "42P06")) {
+                return Err(e.into());
+            }
+        }
         admin.close().await;
         Self::connect_with(options.options([("search_path", schema)])).await
     }

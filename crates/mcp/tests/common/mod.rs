@@ -151,8 +151,15 @@ pub fn start_arguments(harness: &str) -> Value {
 
 /// Drives a whole research-study session with tool calls alone; returns the final payload.
 pub async fn run_session(client: &Client, harness: &str) -> Value {
+    run_session_across(&[client], harness).await
+}
+
+/// The same, spreading the calls round-robin over several clients (replicas).
+pub async fn run_session_across(clients: &[&Client], harness: &str) -> Value {
+    let turn = std::sync::atomic::AtomicUsize::new(0);
+    let next = || clients[turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % clients.len()];
     let start = start_arguments(harness);
-    let mut payload = structured(&call(client, rimthan_mcp::START, start.clone()).await);
+    let mut payload = structured(&call(next(), rimthan_mcp::START, start.clone()).await);
     assert_eq!(payload["status"], "active", "{payload}");
     while payload["status"] != "completed" {
         let step = payload["step"].clone();
@@ -183,7 +190,7 @@ pub async fn run_session(client: &Client, harness: &str) -> Value {
             }).collect();
             prepare["output_attestation"] = json!({"artifacts": artifacts});
         }
-        let plan = structured(&call(client, rimthan_mcp::PREPARE, prepare).await);
+        let plan = structured(&call(next(), rimthan_mcp::PREPARE, prepare).await);
         assert_eq!(plan["status"], "ready", "{plan}");
         let reports: Vec<Value> = plan["validators"].as_array().unwrap().iter().map(|v| json!({
             "validator_id": v["id"], "validator_version": v["version"], "verdict": "pass",
@@ -192,7 +199,7 @@ pub async fn run_session(client: &Client, harness: &str) -> Value {
             "capabilities_used": v["capabilities"],
         })).collect();
         let submit = json!({"checkpoint": payload["checkpoint"], "validation_id": plan["validation_id"], "reports": reports});
-        let result = call(client, rimthan_mcp::SUBMIT, submit).await;
+        let result = call(next(), rimthan_mcp::SUBMIT, submit).await;
         assert_ne!(result.is_error, Some(true));
         payload = structured(&result);
     }

@@ -1,0 +1,301 @@
+//! Production operation: replicas on one PostgreSQL database, live channel promotion under
+//! load, and the Prometheus metrics page.
+
+use std::{sync::Arc, time::Duration};
+
+use rimthan_engine::{Engine, Releases, store::PostgresStore};
+use rimthan_mcp::{
+    Profile, RimthanServer,
+    http::{self, HttpConfig},
+    reload::Reloader,
+};
+use rimthan_registry::{
+    RegistryFiles, SigningKey, build_release, external_policy, publish, set_channel,
+    verify_embedded, verify_registry,
+};
+use rmcp::model::ReadResourceRequestParams;
+use serde_json::json;
+
+use crate::common::*;
+
+/// A replica: its own engine and store pool on the shared database, served on its own port.
+struct Replica {
+    url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn replica(database: &str, schema: &str, secret: &[u8]) -> Replica {
+    let store = Arc::new(
+        PostgresStore::connect_in_schema(database, schema)
+            .await
+            .unwrap(),
+    );
+    let releases = Arc::new(Releases::new(
+        verify_embedded().unwrap(),
+        "stable".parse().unwrap(),
+    ));
+    let engine = Engine::new(releases, store, Some(secret.to_vec()))
+        .await
+        .unwrap();
+    let server = RimthanServer::new(Arc::new(engine), Profile::WorkflowEngine);
+    let listener = http::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let config = HttpConfig::loopback(addr);
+    let task = tokio::spawn(async move {
+        let _ = http::serve(listener, server, &config, std::future::pending()).await;
+    });
+    Replica {
+        url: format!("http://{addr}/mcp"),
+        task,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_on_one_postgres_database_serve_any_call() {
+    let Ok(database) = std::env::var("RIMTHAN_TEST_DATABASE_URL") else {
+        eprintln!("RIMTHAN_TEST_DATABASE_URL is not set: skipping the replica test");
+        return;
+    };
+    let schema = format!("t_{}", rimthan_engine::SessionId::generate());
+    let secret = [3u8; 32];
+    // Three replicas migrate the same schema at once: the migration lock makes that safe.
+    let (a, b, c) = tokio::join!(
+        replica(&database, &schema, &secret),
+        replica(&database, &schema, &secret),
+        replica(&database, &schema, &secret)
+    );
+    let replicas = [a, b, c];
+    let mut clients = Vec::new();
+    for (i, r) in replicas.iter().enumerate() {
+        // Mix the revisions: the 2025-11-25 session header is never needed to continue.
+        clients.push(if i % 2 == 0 {
+            modern_http_client(&r.url).await
+        } else {
+            legacy_http_client(&r.url).await
+        });
+    }
+    let all: Vec<&Client> = clients.iter().collect();
+    for harness in ["codex", "claude-code"] {
+        assert_eq!(
+            run_session_across(&all, harness).await["status"],
+            "completed"
+        );
+    }
+
+    // Racing the same submission on every replica advances exactly once.
+    let payload = structured(&call(all[0], rimthan_mcp::START, start_arguments("codex")).await);
+    let deliveries: Vec<_> = payload["host_assets"].as_array().unwrap().iter().map(|a| {
+        let mut d = json!({"kind": a["kind"], "id": a["id"], "version": a["version"], "sha256": a["sha256"], "delivery_mode": "dynamic-context"});
+        if let Some(p) = a.get("project_local_path") { d["delivery_mode"] = json!("project-local"); d["path"] = p.clone(); }
+        d
+    }).collect();
+    let start = start_arguments("codex");
+    let prepare = json!({"checkpoint": payload["checkpoint"], "step_id": "setup-workspace", "host_attestation": {
+        "harness": "codex", "adapter": start["host"]["adapter"], "capabilities": start["host"]["capabilities"],
+        "validator_capabilities": start["host"]["validator_capabilities"], "deliveries": deliveries}});
+    let plan = structured(&call(all[1], rimthan_mcp::PREPARE, prepare).await);
+    let submit = json!({"checkpoint": payload["checkpoint"], "validation_id": plan["validation_id"], "reports": []});
+    let (r0, r1, r2) = tokio::join!(
+        call(all[0], rimthan_mcp::SUBMIT, submit.clone()),
+        call(all[1], rimthan_mcp::SUBMIT, submit.clone()),
+        call(all[2], rimthan_mcp::SUBMIT, submit.clone())
+    );
+    let statuses: Vec<_> = [r0, r1, r2]
+        .iter()
+        .map(|r| structured(r)["status"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|s| *s == "active").count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| *s == "rejected").count(),
+        2,
+        "{statuses:?}"
+    );
+
+    // One replica dies mid-session; the others continue from the last acknowledged checkpoint.
+    let session =
+        structured(&call(all[0], rimthan_mcp::START, start_arguments("claude-code")).await);
+    replicas[0].task.abort();
+    let resumed = structured(
+        &call(
+            all[2],
+            rimthan_mcp::ACTIVE_STEP,
+            json!({"checkpoint": session["checkpoint"]}),
+        )
+        .await,
+    );
+    assert_eq!(resumed["session_id"], session["session_id"]);
+    assert_eq!(
+        run_session_across(&all[1..], "buzz").await["status"],
+        "completed"
+    );
+    for r in &replicas {
+        r.task.abort();
+    }
+}
+
+fn build_registry(dir: &std::path::Path, key: &SigningKey, releases: &[&str], stable: &str) {
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../registry/source");
+    for release in releases {
+        publish(
+            dir,
+            &build_release(&source, &release.parse().unwrap(), key).unwrap(),
+        )
+        .unwrap();
+    }
+    set_channel(dir, &"stable".parse().unwrap(), &stable.parse().unwrap()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promotion_under_load_fails_no_call_and_keeps_sessions_pinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = SigningKey::generate().unwrap();
+    build_registry(dir.path(), &key, &["2027.01.0", "2027.02.0"], "2027.01.0");
+    let registry = verify_registry(
+        &RegistryFiles::from_dir(dir.path()).unwrap(),
+        &external_policy(),
+    )
+    .unwrap();
+    let server = server_on(registry, Profile::WorkflowEngine).await;
+    let http = http_server(server.clone()).await;
+    let client = modern_http_client(&http.url).await;
+    let pinned = structured(&call(&client, rimthan_mcp::START, start_arguments("codex")).await);
+    assert_eq!(pinned["release"], "2027.01.0");
+
+    let mover = {
+        let (dir, server) = (dir.path().to_owned(), server.clone());
+        tokio::spawn(async move {
+            let mut reloader = Reloader::new(dir.clone(), server);
+            for i in 0..20 {
+                let target = if i % 2 == 0 { "2027.02.0" } else { "2027.01.0" };
+                set_channel(&dir, &"stable".parse().unwrap(), &target.parse().unwrap()).unwrap();
+                reloader.reload(true).unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let mut calls = 0;
+    while !mover.is_finished() {
+        let listed = client.list_resources(None).await.unwrap();
+        assert!(!listed.resources.is_empty());
+        client
+            .read_resource(ReadResourceRequestParams::new(
+                "rimthan://registry/2027.01.0/manifest",
+            ))
+            .await
+            .unwrap();
+        let active = structured(
+            &call(
+                &client,
+                rimthan_mcp::ACTIVE_STEP,
+                json!({"checkpoint": pinned["checkpoint"]}),
+            )
+            .await,
+        );
+        assert_eq!(active["release"], "2027.01.0", "the session stays pinned");
+        calls += 3;
+    }
+    mover.await.unwrap();
+    assert!(calls > 0);
+    // A session started on the old release completes on it after the moves.
+    let done = run_session(&client, "claude-code").await;
+    assert_eq!(done["status"], "completed");
+
+    // A channel pointing at an unverifiable release is refused; the previous registry stays.
+    let before = server.engine().releases().snapshot();
+    let manifest = dir.path().join("releases/2027.02.0/manifest.json");
+    let mut bytes = std::fs::read(&manifest).unwrap();
+    bytes.push(b' ');
+    std::fs::write(&manifest, bytes).unwrap();
+    let mut reloader = Reloader::new(dir.path().to_owned(), server.clone());
+    assert!(reloader.reload(true).is_err());
+    assert!(Arc::ptr_eq(&before, &server.engine().releases().snapshot()));
+    assert!(
+        server
+            .render_metrics()
+            .await
+            .contains("rimthan_registry_reload_failures_total 1")
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn metrics_are_valid_prometheus_text() {
+    let server = server(Profile::WorkflowEngine).await;
+    let http = http_server(server.clone()).await;
+    let client = legacy_http_client(&http.url).await;
+    run_session(&client, "codex").await;
+    let mut blocked = start_arguments("codex");
+    blocked["host"]["adapter"] = json!({"id": "legacy-generic", "version": "1.0.0"});
+    call(&client, rimthan_mcp::START, blocked).await;
+    client.cancel().await.unwrap();
+
+    let page = {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(http.addr).await.unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).await.unwrap();
+        text.split_once("\r\n\r\n").unwrap().1.to_owned()
+    };
+    let mut samples = std::collections::BTreeMap::new();
+    for line in page.lines().filter(|l| !l.is_empty()) {
+        if let Some(rest) = line.strip_prefix('#') {
+            assert!(
+                rest.starts_with(" HELP ") || rest.starts_with(" TYPE "),
+                "{line}"
+            );
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("{line}"));
+        let name = series.split('{').next().unwrap();
+        assert!(
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "{line}"
+        );
+        if let Some(labels) = series.strip_prefix(name) {
+            assert!(
+                labels.is_empty() || (labels.starts_with('{') && labels.ends_with('}')),
+                "{line}"
+            );
+        }
+        samples.insert(series.to_owned(), value);
+    }
+    let get = |s: &str| {
+        samples
+            .get(s)
+            .copied()
+            .unwrap_or_else(|| panic!("{s} missing from\n{page}"))
+    };
+    assert_eq!(
+        get(
+            r#"rimthan_tool_calls_total{tool="rimthan.start_workflow",outcome="active",code="none"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        get(
+            r#"rimthan_tool_calls_total{tool="rimthan.start_workflow",outcome="blocked",code="host_adapter_contract_unavailable"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        get(r#"rimthan_tool_call_duration_seconds_count{tool="rimthan.submit_step_reports"}"#),
+        4.0
+    );
+    assert_eq!(get("rimthan_open_sessions"), 0.0);
+    assert_eq!(
+        get(
+            r#"rimthan_registry_release_info{channel="stable",release="2026.12.0",manifest_sha256="207b8324ce7f1cd847ec416b3cdd5500f30afeb39f3019657c5cea4d249d66d6"}"#
+        ),
+        1.0
+    );
+    assert_eq!(get("rimthan_store_errors_total"), 0.0);
+}
