@@ -23,11 +23,35 @@ pub const PREPARE: &str = "rimthan.prepare_step_validation";
 /// `rimthan.submit_step_reports`
 pub const SUBMIT: &str = "rimthan.submit_step_reports";
 
+/// Drops schemars' numeric `format`s (`uint64`, …): they are not JSON Schema formats, and every
+/// official client warns about them.
+fn drop_numeric_formats(value: &mut Value) {
+    const NUMERIC: &[&str] = &[
+        "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "float",
+        "double",
+    ];
+    match value {
+        Value::Object(map) => {
+            if map
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| NUMERIC.contains(&f))
+            {
+                map.remove("format");
+            }
+            map.values_mut().for_each(drop_numeric_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_numeric_formats),
+        _ => {}
+    }
+}
+
 fn schema_for<T: JsonSchema>() -> Arc<JsonObject> {
     let schema = SchemaSettings::draft2020_12()
         .into_generator()
         .into_root_schema_for::<T>();
     let mut value = serde_json::to_value(schema).expect("schemas serialize");
+    drop_numeric_formats(&mut value);
     // Results are unions; both protocol revisions accept an object schema at the root.
     value
         .as_object_mut()
