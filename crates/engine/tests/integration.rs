@@ -1,7 +1,9 @@
 //! Engine behaviour tests: one binary, one module per concern.
 
+mod artifact_fuzz;
 mod attestations;
 mod backends;
 mod blockers;
 mod common;
+mod faults;
 mod submissions;

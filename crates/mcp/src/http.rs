@@ -12,15 +12,14 @@ use axum::{
     response::{IntoResponse, Response},
     routing::get,
 };
-use rmcp::transport::streamable_http_server::{
-    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use crate::{
     auth::{self, Auth},
     server::RimthanServer,
+    sessions::BoundedSessionManager,
 };
 
 const REQUEST_ID: &str = "x-request-id";
@@ -41,6 +40,10 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// Bearer authentication of `/mcp`, when on.
     pub auth: Option<Arc<Auth>>,
+    /// How long a request body may take to arrive (a slow body is cut off with 408).
+    pub body_timeout: std::time::Duration,
+    /// Most concurrent 2025-11-25 sessions (2026-07-28 requests hold none).
+    pub max_sessions: usize,
 }
 
 impl HttpConfig {
@@ -56,6 +59,8 @@ impl HttpConfig {
                 .to_vec(),
             max_body_bytes: 4 * 1024 * 1024,
             auth: None,
+            body_timeout: std::time::Duration::from_secs(30),
+            max_sessions: 1000,
         }
     }
 }
@@ -90,6 +95,29 @@ async fn metrics(State(server): State<RimthanServer>) -> impl IntoResponse {
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         server.render_metrics().await,
     )
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BodyLimits {
+    timeout: std::time::Duration,
+    max_bytes: usize,
+}
+
+/// Reads a request body whole before anything handles it: a body that is not complete within
+/// the deadline gets 408 and one over the limit 413, so a slow or huge upload ties up nothing
+/// behind it.
+async fn read_body(State(limits): State<BodyLimits>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let read = axum::body::to_bytes(body, limits.max_bytes);
+    let bytes = match tokio::time::timeout(limits.timeout, read).await {
+        Err(_) => return (StatusCode::REQUEST_TIMEOUT, "request body too slow\n").into_response(),
+        Ok(Err(_)) => {
+            return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response();
+        }
+        Ok(Ok(bytes)) => bytes,
+    };
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }
 
 /// Gives every request an id (kept from `x-request-id` when the proxy sent a sane one), puts it
@@ -127,7 +155,7 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
     let factory = server.clone();
     let mcp = StreamableHttpService::new(
         move || Ok(factory.clone()),
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(BoundedSessionManager::new(config.max_sessions)),
         mcp_config,
     );
     let mut mcp_routes = Router::new().nest_service(MCP_PATH, mcp);
@@ -147,7 +175,13 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
                 prm,
             );
     }
-    app.merge(mcp_routes).layer(middleware::from_fn(request_id))
+    let limits = BodyLimits {
+        timeout: config.body_timeout,
+        max_bytes: config.max_body_bytes,
+    };
+    app.merge(mcp_routes)
+        .layer(middleware::from_fn_with_state(limits, read_body))
+        .layer(middleware::from_fn(request_id))
 }
 
 /// A bound listener, so callers learn the port before serving (tests bind port 0).

@@ -18,6 +18,7 @@ mod profile;
 mod prompts;
 pub mod reload;
 mod server;
+mod sessions;
 mod tools;
 
 pub use catalogue::{META_CACHE_SCOPE, PAGE_SIZE, TTL_IMMUTABLE_MS, TTL_MOVING_MS};

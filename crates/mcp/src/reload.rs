@@ -1,5 +1,5 @@
-//! Live channels: re-read the registry folder on SIGHUP and on an interval, and switch the
-//! active release without a restart. A registry that does not verify, or that lost a release a
+//! Live channels: re-read the registry folder on SIGHUP and whenever it changed (checked on an
+//! interval), and switch the active release without a restart. A registry that does not verify, or that lost a release a
 //! session may be pinned to, is refused; the server keeps serving the previous one.
 
 use std::{path::PathBuf, time::Duration};
@@ -42,17 +42,34 @@ impl Reloader {
         }
     }
 
-    /// What changes when a channel moves or a release is added: channels.json and the release
-    /// folder names.
+    /// A cheap fingerprint of everything in the folder: each file's path, size and
+    /// modification time. Any change (a moved channel, a new release, a touched file) reloads.
     fn fingerprint(&self) -> Option<Sha256Digest> {
-        let mut material = std::fs::read(self.dir.join("channels.json")).unwrap_or_default();
-        let mut names: Vec<_> = std::fs::read_dir(self.dir.join("releases"))
-            .ok()?
-            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-            .collect();
-        names.sort();
-        material.extend(names.join("\n").into_bytes());
-        Some(Sha256Digest::of(&material))
+        fn walk(dir: &std::path::Path, out: &mut Vec<String>) -> std::io::Result<()> {
+            for entry in std::fs::read_dir(dir)? {
+                let entry = entry?;
+                let meta = entry.metadata()?;
+                if meta.is_dir() {
+                    walk(&entry.path(), out)?;
+                } else {
+                    let modified = meta
+                        .modified()
+                        .ok()
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+                    out.push(format!(
+                        "{}\t{}\t{:?}",
+                        entry.path().display(),
+                        meta.len(),
+                        modified
+                    ));
+                }
+            }
+            Ok(())
+        }
+        let mut lines = Vec::new();
+        walk(&self.dir, &mut lines).ok()?;
+        lines.sort();
+        Some(Sha256Digest::of(lines.join("\n").as_bytes()))
     }
 
     fn load(&self) -> Result<VerifiedRegistry, ReloadError> {
@@ -80,9 +97,10 @@ impl Reloader {
         if !force && fingerprint == self.fingerprint {
             return Ok(false);
         }
-        self.fingerprint = fingerprint;
         match self.load() {
             Ok(registry) => {
+                // Remembered only on success, so a refused folder is retried every interval.
+                self.fingerprint = fingerprint;
                 let releases = self.server.engine().releases();
                 let active = registry
                     .channel(releases.active_channel())

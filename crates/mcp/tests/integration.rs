@@ -1,7 +1,9 @@
 //! MCP surface behaviour tests: one binary, one module per concern.
 
+mod arguments_fuzz;
 mod auth;
 mod common;
+mod hostile;
 mod http;
 mod operation;
 mod profiles;

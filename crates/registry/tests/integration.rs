@@ -2,6 +2,7 @@
 
 mod common;
 mod fixtures;
+mod manifest_fuzz;
 mod path_properties;
 mod shipped_release;
 mod sources;

@@ -46,6 +46,9 @@ pub(crate) struct ServeArgs {
     /// loopback origins). A present Origin not listed gets 403.
     #[arg(long, env = "RIMTHAN_ALLOWED_ORIGINS", value_delimiter = ',')]
     allowed_origins: Vec<String>,
+    /// Most concurrent 2025-11-25 HTTP sessions; beyond it new ones are refused.
+    #[arg(long, env = "RIMTHAN_MAX_SESSIONS", default_value_t = 1000)]
+    max_sessions: usize,
     /// Largest accepted request body in bytes.
     #[arg(long, env = "RIMTHAN_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     max_body_bytes: usize,
@@ -156,8 +159,13 @@ impl ServeArgs {
             let releases = Arc::new(Releases::new(registry, channel));
             let engine = Arc::new(Engine::new(releases, store, secret).await?);
             let server = RimthanServer::new(engine, profile);
-            if let Some(dir) = self.registry.clone() {
-                rimthan_mcp::reload::spawn(dir, server.clone(), std::time::Duration::from_secs(self.reload_interval.max(1)));
+            match self.registry.clone() {
+                Some(dir) => {
+                    let interval = std::time::Duration::from_secs(self.reload_interval.max(1));
+                    rimthan_mcp::reload::spawn(dir, server.clone(), interval);
+                }
+                // SIGHUP must never end the process (systemd's reload sends it).
+                None => ignore_hangup(),
             }
             if self.stdio {
                 use rmcp::ServiceExt as _;
@@ -167,6 +175,7 @@ impl ServeArgs {
             }
             let mut config = HttpConfig::loopback(self.listen);
             config.max_body_bytes = self.max_body_bytes;
+            config.max_sessions = self.max_sessions;
             config.auth = auth;
             if !self.allowed_hosts.is_empty() {
                 config.allowed_hosts = self.allowed_hosts.clone();
@@ -231,6 +240,18 @@ impl ServeArgs {
             authorization_servers: self.jwt_issuer.iter().cloned().collect(),
             scope: self.required_scope.clone(),
         })))
+    }
+}
+
+/// Logs SIGHUP instead of dying of it: the embedded registry has nothing to reload.
+fn ignore_hangup() {
+    #[cfg(unix)]
+    if let Ok(mut hangup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        tokio::spawn(async move {
+            while hangup.recv().await.is_some() {
+                tracing::info!("SIGHUP: the embedded registry has nothing to reload");
+            }
+        });
     }
 }
 

@@ -1,0 +1,168 @@
+//! Fault injection: a store that fails chosen operations. Each failure surfaces as a stable
+//! internal-error code, nothing partial is persisted, and the next call succeeds.
+
+use std::{
+    collections::BTreeSet,
+    sync::{Arc, Mutex},
+};
+
+use async_trait::async_trait;
+use rimthan_engine::{ActiveStepRequest, Verdict};
+use rimthan_engine::{AuditEntry, Session, SessionId, Store, StoreError, store::StoreErrorKind};
+
+use crate::common::*;
+
+/// Wraps a store and fails the operations named in `failing`.
+#[derive(Debug)]
+struct FailingStore {
+    inner: Arc<dyn Store>,
+    failing: Mutex<BTreeSet<&'static str>>,
+}
+
+impl FailingStore {
+    fn fail(&self, operation: &'static str) {
+        self.failing.lock().unwrap().insert(operation);
+    }
+
+    fn heal(&self) {
+        self.failing.lock().unwrap().clear();
+    }
+
+    fn check(&self, operation: &'static str) -> Result<(), StoreError> {
+        if self.failing.lock().unwrap().contains(operation) {
+            Err(StoreError {
+                kind: StoreErrorKind::Unavailable,
+                message: format!("injected failure of {operation}"),
+            })
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[async_trait]
+impl Store for FailingStore {
+    async fn secret(&self, name: &str, generated: Vec<u8>) -> Result<Vec<u8>, StoreError> {
+        self.check("secret")?;
+        self.inner.secret(name, generated).await
+    }
+    async fn insert_session(
+        &self,
+        session: &Session,
+        audit: &AuditEntry,
+    ) -> Result<(), StoreError> {
+        self.check("insert_session")?;
+        self.inner.insert_session(session, audit).await
+    }
+    async fn load_session(&self, id: &SessionId) -> Result<Option<Session>, StoreError> {
+        self.check("load_session")?;
+        self.inner.load_session(id).await
+    }
+    async fn update_session(
+        &self,
+        expected: u64,
+        session: &Session,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError> {
+        self.check("update_session")?;
+        self.inner.update_session(expected, session, audit).await
+    }
+    async fn append_audit(&self, audit: &AuditEntry) -> Result<(), StoreError> {
+        self.check("append_audit")?;
+        self.inner.append_audit(audit).await
+    }
+    async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {
+        self.inner.audit_log(session).await
+    }
+    async fn open_sessions(&self) -> Result<u64, StoreError> {
+        self.check("open_sessions")?;
+        self.inner.open_sessions().await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.check("ping")?;
+        self.inner.ping().await
+    }
+}
+
+#[tokio::test]
+async fn each_failed_store_operation_is_a_stable_code_and_leaves_nothing_partial() {
+    let inner = sqlite_memory().await;
+    let store = Arc::new(FailingStore {
+        inner: inner.clone(),
+        failing: Mutex::default(),
+    });
+    let engine = engine_on(store.clone()).await;
+    let start = start_request("claude-code");
+
+    // A failed start persists no session.
+    store.fail("insert_session");
+    let err = engine.start(start.clone(), None).await.unwrap_err();
+    assert_eq!(err.code(), "store_unavailable");
+    store.heal();
+    let payload = active(engine.start(start.clone(), None).await.unwrap());
+    let session: SessionId = payload.session_id.parse().unwrap();
+    let log_before = inner.audit_log(&session).await.unwrap();
+
+    // A failed read or write during prepare and submit changes nothing.
+    for operation in ["load_session", "update_session"] {
+        store.fail(operation);
+        let err = engine
+            .prepare(prepare(&payload, &start), None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "store_unavailable", "{operation}");
+        store.heal();
+        let stored = inner.load_session(&session).await.unwrap().unwrap();
+        assert_eq!(
+            (stored.seq, stored.plan.is_none()),
+            (0, true),
+            "{operation}: nothing partial"
+        );
+        assert_eq!(
+            inner.audit_log(&session).await.unwrap(),
+            log_before,
+            "{operation}: no audit entry"
+        );
+    }
+    let plan = ready(
+        engine
+            .prepare(prepare(&payload, &start), None)
+            .await
+            .unwrap(),
+    );
+    store.fail("update_session");
+    let err = engine
+        .submit(submit(&payload, &plan, Verdict::Pass), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "store_unavailable");
+    store.heal();
+    assert_eq!(
+        inner.load_session(&session).await.unwrap().unwrap().seq,
+        0,
+        "the step did not advance"
+    );
+
+    // The next call succeeds, from the same checkpoint.
+    let next = step_active(
+        engine
+            .submit(submit(&payload, &plan, Verdict::Pass), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(next.step.unwrap().id, "frame-question");
+
+    // A rejected call whose audit append fails is an error, not a silent success.
+    store.fail("append_audit");
+    let err = engine
+        .active_step(
+            ActiveStepRequest {
+                checkpoint: payload.checkpoint.clone(),
+            },
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "store_unavailable");
+    store.heal();
+}
