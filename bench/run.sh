@@ -10,8 +10,13 @@
 # Writes bench/results/results.md (the kit's tables) and prints the ratios.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-kit=${BENCH_PEERS:-$repo/../shared/bench-peers}
-[[ -x "$kit/run.sh" ]] || { echo "bench-peers kit not found at $kit (set BENCH_PEERS)" >&2; exit 2; }
+source_kit=${BENCH_PEERS:-$repo/../shared/bench-peers}
+[[ -x "$source_kit/run.sh" ]] || { echo "bench-peers kit not found at $source_kit (set BENCH_PEERS)" >&2; exit 2; }
+# The kit builds and installs into its own folder: run a copy (kept, so its builds are reused).
+kit=${BENCH_WORK:-$HOME/.cache/rimthan-bench}/bench-peers
+mkdir -p "$kit"
+cp -r --no-preserve=mode "$source_kit/." "$kit/"
+chmod +x "$kit/run.sh" "$kit/report.py"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target}
 (cd "$repo" && cargo build --release -p rimthan-cli)
 bin="$CARGO_TARGET_DIR/release/rimthan"
@@ -52,13 +57,13 @@ TARGET_LABEL="rimthan $("$bin" --version | awk '{print $2}')" \
 TARGET_DISCOVER=1 TARGET_CALL="$work/call.json" \
 PROTOCOLS=${PROTOCOLS:-'legacy 2026-07-28'} SERVERS=${SERVERS:-'C D'} MODES=${MODES:-stateless-json} \
 CONCURRENCY=${CONCURRENCY:-'16 64'} REQUESTS=${REQUESTS:-5000} WARMUP=${WARMUP:-500} NAGLE_CHECK=0 \
-RESULTS_MD="$out/results.md" RESULTS_JSONL="$out/results.jsonl" ./run.sh
+RESULTS_MD="$out/results.md" RESULTS_JSONL="$out/results.jsonl" CARGO_TARGET_DIR="$kit/target" ./run.sh
 
 python3 - "$out/results.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 def best(pred):
-    xs = [r for r in rows if pred(r) and not r.get("errors")]
+    xs = [r for r in rows if "rps" in r and not r.get("errors") and pred(r)]
     return max(xs, key=lambda r: r["rps"]) if xs else None
 proto = lambda r: r.get("protocol", "legacy")
 for p in sorted({proto(r) for r in rows}):

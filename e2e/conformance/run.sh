@@ -58,8 +58,8 @@ start_server() {
   local attempt port
   for attempt in 1 2 3; do
     port=$(free_port)
-    "$RIMTHAN_BIN" serve --listen "127.0.0.1:$port" \
-      --database-url "sqlite://$work/db-$attempt.sqlite" >"$results/server.log" 2>&1 &
+    "$RIMTHAN_BIN" serve --listen "127.0.0.1:$port" "$@" \
+      --database-url "sqlite://$work/db-$attempt-$SECONDS.sqlite" >>"$results/server.log" 2>&1 &
     server_pid=$!
     for _ in $(seq 150); do
       if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
@@ -78,8 +78,9 @@ start_server() {
 }
 
 url=""
-start_server
-echo "conformance: rimthan $("$RIMTHAN_BIN" --version 2>/dev/null || true) at $url, node $node_version"
+# The legacy-era suite judges the full 2025-11-25 machinery: Mcp-Session-Id sessions and SSE.
+start_server --legacy-sessions
+echo "conformance: rimthan $("$RIMTHAN_BIN" --version 2>/dev/null || true) at $url (--legacy-sessions), node $node_version"
 
 # --- 1. legacy era ------------------------------------------------------------------------------
 legacy_rc=0
@@ -87,6 +88,11 @@ node node_modules/conformance-legacy/dist/index.js server --url "$url" --suite a
   --expected-failures baseline-legacy.yml -o "$results/legacy" 2>&1 | tee "$results/legacy.log" ||
   legacy_rc=${PIPESTATUS[0]}
 echo "conformance-legacy (0.1.16 --suite all): exit $legacy_rc"
+stop_server
+
+# The 2026-07-28 suite judges the default configuration (stateless, plain JSON answers).
+start_server
+echo "conformance: rimthan at $url (default configuration)"
 
 # --- 2. 2026-07-28 requirements -------------------------------------------------------------------
 modern_rc=0

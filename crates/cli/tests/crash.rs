@@ -218,8 +218,9 @@ fn raw_status(port: u16, request: &str) -> u16 {
         .unwrap_or(0)
 }
 
-/// Thousands of idle legacy-era sessions (initialize, then silence) keep the server's memory
-/// bounded, and a well-behaved client is served meanwhile.
+/// With `--legacy-sessions`, thousands of idle legacy-era sessions (initialize, then silence)
+/// keep the server's memory bounded by the session cap, and a well-behaved client is served
+/// meanwhile. (By default no session is minted at all.)
 #[test]
 fn thousands_of_idle_legacy_sessions_keep_memory_bounded() {
     const SESSIONS: usize = 2000;
@@ -231,7 +232,11 @@ fn thousands_of_idle_legacy_sessions_keep_memory_bounded() {
         .unwrap()
         .port();
     let database = format!("sqlite://{}", dir.path().join("idle.sqlite").display());
-    let mut server = spawn_server_with(&database, port, &["--max-sessions", "500"]);
+    let mut server = spawn_server_with(
+        &database,
+        port,
+        &["--legacy-sessions", "--max-sessions", "500"],
+    );
     let before = rss_kib(server.id());
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"idle","version":"1"}}}"#;
     let request = format!(

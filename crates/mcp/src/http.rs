@@ -44,6 +44,9 @@ pub struct HttpConfig {
     pub body_timeout: std::time::Duration,
     /// Most concurrent 2025-11-25 sessions (2026-07-28 requests hold none).
     pub max_sessions: usize,
+    /// Mint `Mcp-Session-Id` sessions for 2025-11-25 clients (SSE answers, a GET stream);
+    /// without them every request is served statelessly with plain JSON answers.
+    pub legacy_sessions: bool,
 }
 
 impl HttpConfig {
@@ -61,6 +64,7 @@ impl HttpConfig {
             auth: None,
             body_timeout: std::time::Duration::from_secs(30),
             max_sessions: 1000,
+            legacy_sessions: false,
         }
     }
 }
@@ -151,6 +155,8 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
         .with_allowed_hosts(config.allowed_hosts.clone())
         .with_allowed_origins(config.allowed_origins.clone())
         .with_max_request_body_bytes(config.max_body_bytes)
+        .with_legacy_session_mode(config.legacy_sessions)
+        .with_json_response(!config.legacy_sessions)
         .with_cancellation_token(cancel);
     let factory = server.clone();
     let mcp = StreamableHttpService::new(

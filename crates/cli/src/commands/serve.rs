@@ -46,7 +46,12 @@ pub(crate) struct ServeArgs {
     /// loopback origins). A present Origin not listed gets 403.
     #[arg(long, env = "RIMTHAN_ALLOWED_ORIGINS", value_delimiter = ',')]
     allowed_origins: Vec<String>,
-    /// Most concurrent 2025-11-25 HTTP sessions; beyond it new ones are refused.
+    /// Mint `Mcp-Session-Id` sessions for 2025-11-25 clients (SSE answers and a GET stream per
+    /// session). Off by default: every request is then served statelessly with plain JSON, which
+    /// every client supports, needs no sticky load balancing and holds no memory per client.
+    #[arg(long, env = "RIMTHAN_LEGACY_SESSIONS")]
+    legacy_sessions: bool,
+    /// With --legacy-sessions: most concurrent sessions; beyond it new ones are refused.
     #[arg(long, env = "RIMTHAN_MAX_SESSIONS", default_value_t = 1000)]
     max_sessions: usize,
     /// Largest accepted request body in bytes.
@@ -176,6 +181,7 @@ impl ServeArgs {
             let mut config = HttpConfig::loopback(self.listen);
             config.max_body_bytes = self.max_body_bytes;
             config.max_sessions = self.max_sessions;
+            config.legacy_sessions = self.legacy_sessions;
             config.auth = auth;
             if !self.allowed_hosts.is_empty() {
                 config.allowed_hosts = self.allowed_hosts.clone();
