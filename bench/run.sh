@@ -69,7 +69,7 @@ proto = lambda r: r.get("protocol", "legacy")
 for p in sorted({proto(r) for r in rows}):
     for op in ("read", "call"):
         is_op = lambda r: op in r.get("op", "")
-        ours = best(lambda r: r.get("label", "").startswith("rimthan") and is_op(r) and proto(r) == p)
+        ours = best(lambda r: r.get("server", "").startswith("rimthan") and is_op(r) and proto(r) == p)
         c = best(lambda r: r.get("server", "").startswith("C") and is_op(r) and proto(r) == p)
         d = best(lambda r: r.get("server", "").startswith("D") and is_op(r))
         if not ours:
