@@ -257,7 +257,7 @@ impl Engine {
         Ok(StartResult::Active(Box::new(payload)))
     }
 
-    async fn open(
+    async fn load(
         &self,
         token: &str,
         principal: Option<&Principal>,
@@ -317,6 +317,22 @@ impl Engine {
         Ok(Ok((session, release)))
     }
 
+    /// Loads the session a checkpoint names, or audits and returns the rejection.
+    async fn open(
+        &self,
+        tool: &str,
+        token: &str,
+        principal: Option<&Principal>,
+        evidence: Evidence,
+    ) -> Result<Result<(Session, Arc<VerifiedRelease>), Rejected>, EngineError> {
+        Ok(match self.load(token, principal).await? {
+            Ok(opened) => Ok(opened),
+            Err((session, failures)) => Err(self
+                .reject(tool, session.as_ref(), failures, principal, evidence)
+                .await?),
+        })
+    }
+
     fn pinned<'r>(
         release: &'r VerifiedRelease,
         session: &Session,
@@ -334,14 +350,12 @@ impl Engine {
         principal: Option<&Principal>,
     ) -> Result<StepResult, EngineError> {
         const TOOL: &str = "get_active_step";
-        let (session, release) = match self.open(&req.checkpoint, principal).await? {
+        let (session, release) = match self
+            .open(TOOL, &req.checkpoint, principal, Evidence::None)
+            .await?
+        {
             Ok(opened) => opened,
-            Err((s, f)) => {
-                return Ok(StepResult::Rejected(
-                    self.reject(TOOL, s.as_ref(), f, principal, Evidence::None)
-                        .await?,
-                ));
-            }
+            Err(rejected) => return Ok(StepResult::Rejected(rejected)),
         };
         let pinned = Self::pinned(&release, &session)?;
         let payload = pinned.active_payload(&session, &self.key, SERVER_NAME);
@@ -366,14 +380,12 @@ impl Engine {
         const TOOL: &str = "prepare_step_validation";
         let evidence = Evidence::digest_attestation(&req);
         for _ in 0..MAX_ATTEMPTS {
-            let (session, release) = match self.open(&req.checkpoint, principal).await? {
+            let (session, release) = match self
+                .open(TOOL, &req.checkpoint, principal, evidence)
+                .await?
+            {
                 Ok(opened) => opened,
-                Err((s, f)) => {
-                    return Ok(PrepareResult::Rejected(
-                        self.reject(TOOL, s.as_ref(), f, principal, evidence)
-                            .await?,
-                    ));
-                }
+                Err(rejected) => return Ok(PrepareResult::Rejected(rejected)),
             };
             let pinned = Self::pinned(&release, &session)?;
             let failures = match self.check_preparation(&pinned, &session, &req) {
@@ -532,14 +544,12 @@ impl Engine {
         const TOOL: &str = "submit_step_reports";
         let evidence = Evidence::digest_reports(&req);
         for _ in 0..MAX_ATTEMPTS {
-            let (session, release) = match self.open(&req.checkpoint, principal).await? {
+            let (session, release) = match self
+                .open(TOOL, &req.checkpoint, principal, evidence)
+                .await?
+            {
                 Ok(opened) => opened,
-                Err((s, f)) => {
-                    return Ok(StepResult::Rejected(
-                        self.reject(TOOL, s.as_ref(), f, principal, evidence)
-                            .await?,
-                    ));
-                }
+                Err(rejected) => return Ok(StepResult::Rejected(rejected)),
             };
             let pinned = Self::pinned(&release, &session)?;
             let plan = match &session.plan {

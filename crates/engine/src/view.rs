@@ -62,15 +62,19 @@ impl<'r> Pinned<'r> {
         }
     }
 
-    pub(crate) fn offers(&self, session: &Session) -> Vec<Offer<'r>> {
-        let adapter = self
-            .release
+    /// The host adapter a session is bound to; a start only binds adapters of its release.
+    fn bound_adapter(&self, session: &Session) -> &'r rimthan_registry::Asset {
+        self.release
             .asset(
                 AssetKind::HostAdapter,
                 &session.host.adapter.id,
                 &session.host.adapter.version,
             )
-            .expect("bound adapters exist in their release");
+            .expect("bound adapters exist in their release")
+    }
+
+    pub(crate) fn offers(&self, session: &Session) -> Vec<Offer<'r>> {
+        let adapter = self.bound_adapter(session);
         let contract = adapter
             .base()
             .adapter_contract
@@ -172,14 +176,7 @@ impl<'r> Pinned<'r> {
         let step = self
             .active_step(session)
             .filter(|_| session.status != Status::Completed);
-        let adapter = self
-            .release
-            .asset(
-                AssetKind::HostAdapter,
-                &session.host.adapter.id,
-                &session.host.adapter.version,
-            )
-            .expect("bound adapters exist in their release");
+        let adapter = self.bound_adapter(session);
         let host_assets = match step {
             Some(s) if s.doc().kind == StepKind::Setup => self
                 .offers(session)
