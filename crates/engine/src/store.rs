@@ -104,7 +104,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         audit: &AuditEntry,
     ) -> Result<bool, StoreError>;
 
-    /// Appends an audit entry for an outcome that changed no state.
+    /// Appends an audit entry for an outcome that changed no state. Backends may trade the
+    /// per-commit flush to stable storage for speed here; never for session changes.
     async fn append_audit(&self, audit: &AuditEntry) -> Result<(), StoreError>;
 
     /// The audit entries of a session, oldest first.

@@ -21,6 +21,10 @@ use crate::session::{Session, SessionId};
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// Connections without a per-commit fsync, for audit entries of calls that changed no
+    /// state: those entries survive a process crash (WAL), only not a power loss, and they
+    /// acknowledge nothing a harness builds on.
+    audit_pool: SqlitePool,
 }
 
 impl SqliteStore {
@@ -50,12 +54,20 @@ impl SqliteStore {
         } else {
             SqlitePoolOptions::new().max_connections(4)
         };
-        let pool = pool.connect_with(options).await?;
+        let pool = pool.connect_with(options.clone()).await?;
         sqlx::migrate!("./migrations/sqlite")
             .run(&pool)
             .await
             .map_err(|e| StoreError::new(StoreErrorKind::Migration, e))?;
-        Ok(Self { pool })
+        let audit_pool = if memory {
+            pool.clone()
+        } else {
+            SqlitePoolOptions::new()
+                .max_connections(2)
+                .connect_with(options.synchronous(SqliteSynchronous::Normal))
+                .await?
+        };
+        Ok(Self { pool, audit_pool })
     }
 }
 
@@ -184,7 +196,7 @@ impl Store for SqliteStore {
     }
 
     async fn append_audit(&self, audit: &AuditEntry) -> Result<(), StoreError> {
-        insert_audit(&self.pool, audit).await
+        insert_audit(&self.audit_pool, audit).await
     }
 
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {
