@@ -362,27 +362,11 @@ pub(crate) fn check_outputs(
                     serde_json::json!([{"pointer": "", "message": "content is missing"}]),
                 ))),
                 (Some(content), Some(schema)) => {
-                    let mut errors: Vec<(String, String)> = schema
-                        .validator()
-                        .iter_errors(content)
-                        .map(|e| (e.instance_path().to_string(), e.to_string()))
-                        .collect();
-                    errors.sort();
-                    if !errors.is_empty() {
-                        let list: Vec<_> = errors
-                            .iter()
-                            .map(|(p, m)| serde_json::json!({"pointer": p, "message": m}))
-                            .collect();
-                        failures.push(at(Failure::new(
-                            Code::SchemaValidationFailed,
-                            format!(
-                                "{} does not satisfy schema {}: {}",
-                                output.artifact_id,
-                                schema.entry().id,
-                                errors[0].1
-                            ),
-                        )
-                        .with("errors", list)));
+                    let subject = output.artifact_id.as_str();
+                    if let Some(f) =
+                        schema_failure(Code::SchemaValidationFailed, subject, schema, content)
+                    {
+                        failures.push(at(f));
                     }
                 }
                 (Some(_), None) => {}
@@ -445,6 +429,32 @@ pub(crate) fn check_outputs(
     } else {
         Err(failures)
     }
+}
+
+/// Every error of `value` against `schema`, sorted by JSON pointer then message, as one failure
+/// (`None` when the value is valid).
+pub(crate) fn schema_failure(
+    code: Code,
+    subject: &str,
+    schema: &rimthan_registry::Schema,
+    value: &serde_json::Value,
+) -> Option<Failure> {
+    let mut errors: Vec<(String, String)> = schema
+        .validator()
+        .iter_errors(value)
+        .map(|e| (e.instance_path().to_string(), e.to_string()))
+        .collect();
+    errors.sort();
+    let first = errors.first()?.1.clone();
+    let list: Vec<_> = errors
+        .iter()
+        .map(|(p, m)| serde_json::json!({"pointer": p, "message": m}))
+        .collect();
+    let message = format!(
+        "{subject} does not satisfy schema {}: {first}",
+        schema.entry().id
+    );
+    Some(Failure::new(code, message).with("errors", list))
 }
 
 /// What the session already knows about `path` that the write policy forbids, if anything.

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use rimthan_registry::ValidatorCapability;
 
 use crate::{
+    attestation::schema_failure,
     codes::{Code, Failure},
     request::Report,
     session::{PlanRecord, Session},
@@ -69,25 +70,9 @@ pub(crate) fn check_reports(
             .schema(&schema_ref.id, &schema_ref.version)
             .expect("verified reference");
         let value = serde_json::to_value(report).expect("reports serialize");
-        let mut errors: Vec<(String, String)> = schema
-            .validator()
-            .iter_errors(&value)
-            .map(|e| (e.instance_path().to_string(), e.to_string()))
-            .collect();
-        errors.sort();
-        if !errors.is_empty() {
-            let list: Vec<_> = errors
-                .iter()
-                .map(|(p, m)| serde_json::json!({"pointer": p, "message": m}))
-                .collect();
-            failures.push(at(Failure::new(
-                Code::ReportSchemaInvalid,
-                format!(
-                    "report of {id} does not satisfy {}: {}",
-                    schema_ref.id, errors[0].1
-                ),
-            )
-            .with("errors", list)));
+        let subject = format!("report of {id}");
+        if let Some(f) = schema_failure(Code::ReportSchemaInvalid, &subject, schema, &value) {
+            failures.push(at(f));
         }
         let allowed: BTreeSet<ValidatorCapability> = validator
             .doc()
