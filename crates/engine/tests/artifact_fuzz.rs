@@ -1,4 +1,4 @@
-//! Property tests standing in for fuzzing the JSON artifact validation: any content attested for
+//! Property tests beside the `json_artifact` fuzz target (`fuzz/`): any content attested for
 //! a JSON output yields a plan or `schema_validation_failed`, deterministically, never a crash.
 
 use proptest::prelude::*;

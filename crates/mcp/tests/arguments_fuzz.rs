@@ -1,4 +1,4 @@
-//! Property tests standing in for fuzzing each tool's argument parsing and validation: valid
+//! Property tests beside the `tool_arguments` fuzz target (`fuzz/`): valid
 //! arguments with one field replaced by arbitrary JSON always get a well-formed tool result
 //! that satisfies the tool's output schema (checked by `call`), never a protocol error.
 

@@ -1,12 +1,11 @@
-//! Property tests standing in for fuzzing (cargo fuzz needs a nightly toolchain this project
-//! cannot install): arbitrary manifests, correctly signed so parsing is reached, and arbitrary
-//! entry bytes never crash verification and always fail with a named code.
+//! Property tests beside the `registry_files` fuzz target (`fuzz/`): arbitrary manifests,
+//! correctly signed so parsing is reached, never crash verification and fail with a named code.
 
 use proptest::prelude::*;
 use rimthan_registry::{external_policy, to_canonical_bytes, verify_registry};
 use serde_json::{Value, json};
 
-use crate::common::{RELEASE, test_key, test_registry};
+use crate::common::{RELEASE, test_registry, with_signed_manifest};
 
 fn arb_json() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
@@ -57,24 +56,13 @@ fn mutated_manifest() -> impl Strategy<Value = Value> {
     )
 }
 
-fn signed(bytes: Vec<u8>) -> rimthan_registry::RegistryFiles {
-    let mut files = test_registry();
-    let key = test_key();
-    files.insert(
-        format!("releases/{RELEASE}/manifest.sig"),
-        to_canonical_bytes(&key.sign(&bytes)).unwrap(),
-    );
-    files.insert(format!("releases/{RELEASE}/manifest.json"), bytes);
-    files
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
     fn signed_arbitrary_manifests_fail_with_a_code(manifest in arb_json()) {
         let bytes = to_canonical_bytes(&manifest).unwrap();
-        let err = verify_registry(&signed(bytes), &external_policy()).unwrap_err();
+        let err = verify_registry(&with_signed_manifest(bytes), &external_policy()).unwrap_err();
         prop_assert!(!err.code().is_empty());
     }
 
@@ -82,14 +70,14 @@ proptest! {
     fn signed_manifests_with_one_bad_field_never_crash(manifest in mutated_manifest()) {
         let bytes = to_canonical_bytes(&manifest).unwrap();
         // Most mutations are refused; a few (e.g. the same value) verify. Neither may panic.
-        if let Err(err) = verify_registry(&signed(bytes), &external_policy()) {
+        if let Err(err) = verify_registry(&with_signed_manifest(bytes), &external_policy()) {
             prop_assert!(!err.code().is_empty());
         }
     }
 
     #[test]
     fn arbitrary_bytes_as_manifest_fail_with_a_code(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
-        let err = verify_registry(&signed(bytes), &external_policy()).unwrap_err();
+        let err = verify_registry(&with_signed_manifest(bytes), &external_policy()).unwrap_err();
         prop_assert!(!err.code().is_empty());
     }
 }

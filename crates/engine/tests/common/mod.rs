@@ -3,7 +3,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::{path::PathBuf, sync::Arc};
+use std::{path::Path, sync::Arc};
 
 use rimthan_engine::{
     ActivePayload, AdapterDeclaration, ArtifactAttestation, Delivery, Engine, HostAttestation,
@@ -56,8 +56,12 @@ pub async fn postgres() -> Option<Arc<dyn Store>> {
 }
 
 pub fn sample(path: &str) -> Vec<u8> {
-    let root =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../registry/samples/research-study");
+    // Found from whichever crate includes this module: the engine's tests or the fuzz targets.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|p| p.join("registry/samples/research-study"))
+        .find(|p| p.is_dir())
+        .expect("built inside the rimthan repository");
     std::fs::read(root.join(path)).unwrap()
 }
 

@@ -3,7 +3,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use rimthan_registry::{
     Manifest, RegistryError, RegistryFiles, Sha256Digest, SigningKey, SigningKeyFile,
@@ -15,8 +15,18 @@ use serde_json::Value;
 /// The embedded default release id.
 pub const RELEASE: &str = "2026.12.0";
 
+/// The repository root, found from whichever crate includes this module (the registry's tests
+/// or the fuzz targets under `fuzz/`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .find(|p| p.join("crates/registry/Cargo.toml").is_file())
+        .expect("built inside the rimthan repository")
+        .to_path_buf()
+}
+
 pub fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+    repo_root().join("crates/registry/tests/data")
 }
 
 fn key_from(path: &Path) -> SigningKey {
@@ -31,7 +41,7 @@ pub fn test_key() -> SigningKey {
 
 /// The repository's development key of the embedded default release.
 pub fn default_key() -> SigningKey {
-    key_from(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../registry/default-release.key"))
+    key_from(&repo_root().join("registry/default-release.key"))
 }
 
 /// Recomputes every entry's size and digest from the files, rewrites the manifest canonically
@@ -70,6 +80,17 @@ pub fn test_registry() -> RegistryFiles {
         files.insert(path, embedded_files().get(path).unwrap().clone());
     }
     reseal(&mut files, RELEASE, &test_key());
+    files
+}
+
+/// The test registry with `bytes` as its manifest, correctly signed so that parsing is reached.
+pub fn with_signed_manifest(bytes: Vec<u8>) -> RegistryFiles {
+    let mut files = test_registry();
+    files.insert(
+        format!("releases/{RELEASE}/manifest.sig"),
+        to_canonical_bytes(&test_key().sign(&bytes)).unwrap(),
+    );
+    files.insert(format!("releases/{RELEASE}/manifest.json"), bytes);
     files
 }
 
@@ -217,4 +238,44 @@ impl Case {
         }
         files
     }
+}
+
+/// Reserved roots, compared after folding case and trailing dots and spaces.
+const RESERVED: &[&str] = &[".git", ".hg", ".svn", ".bzr", ".jj", ".rimthan", "git~1"];
+/// Windows device names, compared on the folded stem.
+const DEVICES: &[&str] = &[
+    "con", "prn", "aux", "nul", "com1", "com2", "com3", "com4", "com5", "com6", "com7", "com8",
+    "com9", "lpt1", "lpt2", "lpt3", "lpt4", "lpt5", "lpt6", "lpt7", "lpt8", "lpt9", "conin$",
+    "conout$",
+];
+
+/// Whether a path the checks accepted really stays inside the project: at least one plain
+/// segment, none of them a reserved root or a device name. The error says which rule broke.
+pub fn contained(path: &str) -> Result<(), String> {
+    let mut depth = 0;
+    for component in Path::new(path).components() {
+        let Component::Normal(part) = component else {
+            return Err(format!("{path} has {component:?}"));
+        };
+        let folded = part
+            .to_string_lossy()
+            .trim_end_matches(['.', ' '])
+            .to_ascii_lowercase();
+        if RESERVED.contains(&folded.as_str()) {
+            return Err(format!("{path} reaches {folded}"));
+        }
+        let stem = folded
+            .split('.')
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches(' ');
+        if DEVICES.contains(&stem) {
+            return Err(format!("{path} names device {stem}"));
+        }
+        depth += 1;
+    }
+    if depth == 0 {
+        return Err(format!("{path:?} names no file"));
+    }
+    Ok(())
 }

@@ -1,0 +1,258 @@
+//! The properties the `cargo fuzz` targets check, one function per target.
+//!
+//! The targets reuse the registry's and the engine's test support (the faithful scripted
+//! harness and the re-signing helpers the behaviour tests drive) instead of a copy of it, so a
+//! fuzz input exercises exactly the paths those tests prove. Every property is an invariant a
+//! caller relies on: untrusted input gets a named outcome, never a panic or an internal error.
+
+#[path = "../../crates/engine/tests/common/mod.rs"]
+pub mod engine_support;
+#[path = "../../crates/registry/tests/common/mod.rs"]
+pub mod registry_support;
+
+use std::sync::LazyLock;
+
+use rimthan_engine::{ActivePayload, CheckpointKey, Engine, EngineError, SessionId, StartRequest};
+use rimthan_registry::{
+    AssetId, RegistryFiles, check_path_template, check_relative_path, expand_template,
+    external_policy, verify_registry,
+};
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::{Value, json};
+
+use engine_support::{active, codes, engine_on, pass_step, prepare, sqlite_memory, start_request};
+use registry_support::{RELEASE, contained, reseal, test_key, test_registry, with_signed_manifest};
+
+/// Statuses a tool result may carry (SPEC §5.8).
+const STATUSES: &[&str] = &[
+    "active",
+    "blocked",
+    "rejected",
+    "ready",
+    "revise",
+    "completed",
+];
+
+/// One engine on in-memory SQLite with two live sessions, driven on one runtime.
+struct Fixture {
+    runtime: tokio::runtime::Runtime,
+    engine: Engine,
+    start: StartRequest,
+    /// A session whose setup step is active.
+    setup: ActivePayload,
+    /// A session whose first work step (with a JSON output) is active.
+    work: ActivePayload,
+}
+
+static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime starts");
+    let start = start_request("codex");
+    let (engine, setup, work) = runtime.block_on(async {
+        let engine = engine_on(sqlite_memory().await).await;
+        let setup = active(engine.start(start.clone(), None).await.unwrap());
+        let second = active(engine.start(start.clone(), None).await.unwrap());
+        let work = pass_step(&engine, &second, &start).await;
+        (engine, setup, work)
+    });
+    Fixture {
+        runtime,
+        engine,
+        start,
+        setup,
+        work,
+    }
+});
+
+/// A tool outcome is a result with a known status, or an argument error; anything else (a
+/// store or internal error) is a defect.
+fn assert_named<O: Serialize>(result: Result<O, EngineError>) {
+    match result {
+        Ok(outcome) => {
+            let value = serde_json::to_value(&outcome).expect("results serialize");
+            let status = value["status"].as_str().unwrap_or_default();
+            assert!(STATUSES.contains(&status), "unknown status in {value}");
+        }
+        Err(EngineError::InvalidArgument { .. }) => {}
+        Err(other) => panic!("a tool call failed with {}: {other}", other.code()),
+    }
+}
+
+/// Arguments as the MCP edge parses them: a parse failure is the `invalid_arguments` result.
+fn parsed<R: DeserializeOwned>(arguments: Value) -> Option<R> {
+    serde_json::from_value(arguments).ok()
+}
+
+/// `tool_arguments`: the first byte picks the tool, the rest is JSON whose top-level fields
+/// replace those of valid arguments (a non-object replaces the arguments whole).
+pub fn tool_arguments(data: &[u8]) {
+    let Some((&selector, json)) = data.split_first() else {
+        return;
+    };
+    let Ok(input) = serde_json::from_slice::<Value>(json) else {
+        return;
+    };
+    let f = &*FIXTURE;
+    let checkpoint = f.setup.checkpoint.clone();
+    let mut arguments = match selector % 4 {
+        0 => serde_json::to_value(&f.start),
+        1 => Ok(json!({ "checkpoint": checkpoint })),
+        2 => serde_json::to_value(prepare(&f.setup, &f.start)),
+        _ => Ok(json!({ "checkpoint": checkpoint, "validation_id": "x", "reports": [] })),
+    }
+    .expect("requests serialize");
+    match input {
+        Value::Object(fields) => fields.into_iter().for_each(|(k, v)| arguments[k] = v),
+        other => arguments = other,
+    }
+    let engine = &f.engine;
+    f.runtime.block_on(async {
+        match selector % 4 {
+            0 => {
+                if let Some(r) = parsed(arguments) {
+                    assert_named(engine.start(r, None).await)
+                }
+            }
+            1 => {
+                if let Some(r) = parsed(arguments) {
+                    assert_named(engine.active_step(r, None).await)
+                }
+            }
+            2 => {
+                if let Some(r) = parsed(arguments) {
+                    assert_named(engine.prepare(r, None).await)
+                }
+            }
+            _ => {
+                if let Some(r) = parsed(arguments) {
+                    assert_named(engine.submit(r, None).await)
+                }
+            }
+        }
+    });
+}
+
+/// `json_artifact`: any JSON attested as the content of the work step's JSON output gets a
+/// plan or `schema_validation_failed`, and the same failure twice.
+pub fn json_artifact(data: &[u8]) {
+    let Ok(content) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    let f = &*FIXTURE;
+    let mut req = prepare(&f.work, &f.start);
+    let artifact = req
+        .output_attestation
+        .as_mut()
+        .and_then(|o| o.artifacts.iter_mut().find(|a| a.content.is_some()))
+        .expect("the first work step has a JSON output");
+    artifact.content = Some(content);
+    let first = f
+        .runtime
+        .block_on(f.engine.prepare(req.clone(), None))
+        .expect("prepare answers");
+    let seen = codes(&first);
+    assert!(
+        seen.is_empty() || seen == ["schema_validation_failed"],
+        "{seen:?}"
+    );
+    if !seen.is_empty() {
+        let again = f
+            .runtime
+            .block_on(f.engine.prepare(req, None))
+            .expect("prepare answers");
+        assert_eq!(
+            serde_json::to_value(&first).unwrap(),
+            serde_json::to_value(&again).unwrap(),
+            "the same evidence got different failures"
+        );
+    }
+}
+
+/// `path_template`: `template` or `template\nasset id`. An accepted template expands, for any
+/// valid id, to an accepted output path; an accepted output path stays inside the project.
+pub fn path_template(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let (template, id) = text.split_once('\n').unwrap_or((text, "rimthan-research"));
+    if check_path_template(template).is_ok() {
+        let id: AssetId = id
+            .parse()
+            .unwrap_or_else(|_| "rimthan-research".parse().expect("a valid asset id"));
+        let path = expand_template(template, &id);
+        assert_eq!(check_relative_path(&path), Ok(()), "{template} → {path}");
+        contained(&path).unwrap();
+    }
+    if check_relative_path(text).is_ok() {
+        contained(text).unwrap();
+    }
+}
+
+/// `checkpoint_token`: first byte 0 → the rest is a token, which verifies only if it is exactly
+/// the token the key issues for what it names; otherwise the rest edits an issued token
+/// (position, byte pairs) and only the unedited token verifies.
+pub fn checkpoint_token(data: &[u8]) {
+    let key = CheckpointKey::new(vec![7; 32]).expect("32 bytes is a valid secret");
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    if mode % 2 == 0 {
+        let Ok(token) = std::str::from_utf8(rest) else {
+            return;
+        };
+        if let Some(checkpoint) = key.verify(token) {
+            assert_eq!(key.issue(&checkpoint.session, checkpoint.seq), token);
+        }
+        return;
+    }
+    let session: SessionId = "0123456789abcdef0123456789abcdef"
+        .parse()
+        .expect("a valid session id");
+    let seq = u64::from(mode);
+    let token = key.issue(&session, seq);
+    let mut edited = token.clone().into_bytes();
+    for pair in rest.chunks_exact(2) {
+        let i = usize::from(pair[0]) % edited.len();
+        edited[i] = b'!' + pair[1] % 94; // printable ASCII keeps it a string
+    }
+    let edited = String::from_utf8(edited).expect("printable ASCII");
+    let verified = key.verify(&edited);
+    if edited == token {
+        assert_eq!(verified.map(|c| (c.session, c.seq)), Some((session, seq)));
+    } else {
+        assert_eq!(verified, None, "an edited token verified: {edited}");
+    }
+}
+
+/// The test registry, signed once; every input edits a copy.
+static REGISTRY: LazyLock<RegistryFiles> = LazyLock::new(test_registry);
+
+/// `registry_files`: first byte 0 → the rest is the manifest (correctly signed, so parsing is
+/// reached); otherwise the second byte picks a release file, the rest replaces it, and the
+/// manifest is resealed over it (so the file's own parsing is reached). Verification either
+/// succeeds or fails with a named code.
+pub fn registry_files(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let files = if mode == 0 {
+        with_signed_manifest(rest.to_vec())
+    } else {
+        let Some((&pick, bytes)) = rest.split_first() else {
+            return;
+        };
+        let base = format!("releases/{RELEASE}/");
+        let entries: Vec<&str> = REGISTRY
+            .paths()
+            .filter(|p| p.starts_with(&base) && !p.ends_with("/manifest.json"))
+            .filter(|p| !p.ends_with("/manifest.sig"))
+            .collect();
+        let path = entries[usize::from(pick) % entries.len()].to_owned();
+        let mut files = REGISTRY.clone();
+        files.insert(path, bytes.to_vec());
+        reseal(&mut files, RELEASE, &test_key());
+        files
+    };
+    if let Err(e) = verify_registry(&files, &external_policy()) {
+        assert!(!e.code().is_empty(), "{e}");
+    }
+}
