@@ -1,6 +1,7 @@
-//! Streamable HTTP: the MCP endpoint at `/mcp` (both protocol revisions through rmcp), with
-//! Host and Origin allow-lists, a body-size limit, `/healthz`, `/readyz`, TCP_NODELAY on every
-//! accepted socket, and graceful shutdown.
+//! Streamable HTTP: the MCP endpoint at `/mcp` (both protocol revisions through rmcp, repeated
+//! resource reads replayed from pre-serialized answers), with Host and Origin allow-lists, a
+//! body-size limit, `/healthz`, `/readyz`, TCP_NODELAY on every accepted socket, and graceful
+//! shutdown.
 
 use std::{future::Future, net::SocketAddr, sync::Arc};
 
@@ -18,6 +19,7 @@ use tracing::Instrument as _;
 
 use crate::{
     auth::{self, Auth},
+    replay::{self, ReadReplay},
     server::RimthanServer,
     sessions::BoundedSessionManager,
 };
@@ -164,7 +166,10 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
         Arc::new(BoundedSessionManager::new(config.max_sessions)),
         mcp_config,
     );
-    let mut mcp_routes = Router::new().nest_service(MCP_PATH, mcp);
+    let replay = ReadReplay::new(server.engine().releases().clone());
+    let mut mcp_routes = Router::new()
+        .nest_service(MCP_PATH, mcp)
+        .layer(middleware::from_fn_with_state(replay, replay::replay));
     let mut app = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

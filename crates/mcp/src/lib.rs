@@ -17,6 +17,7 @@ mod metrics;
 mod profile;
 mod prompts;
 pub mod reload;
+mod replay;
 mod server;
 mod sessions;
 mod tools;

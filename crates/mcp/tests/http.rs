@@ -1,6 +1,7 @@
 //! Streamable HTTP on both revisions, hardening, and health endpoints.
 
 use rimthan_mcp::Profile;
+use serde_json::json;
 
 use crate::common::*;
 
@@ -97,4 +98,50 @@ async fn oversized_bodies_are_refused() {
         body.len()
     );
     assert_eq!(raw_status(http.addr, &request).await, 413);
+}
+
+#[tokio::test]
+async fn repeated_reads_get_the_same_answer_on_both_revisions() {
+    let http = http_server(server(Profile::WorkflowEngine).await).await;
+    let client = modern_http_client(&http.url).await;
+    let listed = client.list_all_resources().await.unwrap();
+    client.cancel().await.unwrap();
+    assert!(listed.len() > 10);
+    for version in ["2025-11-25", "2026-07-28"] {
+        for resource in &listed {
+            // The first answer comes from rmcp; the second is replayed with its own id.
+            let (status, first) = raw_read(http.addr, version, &resource.uri, json!(1)).await;
+            assert_eq!(status, 200, "{version} {}: {first}", resource.uri);
+            let (status, second) = raw_read(http.addr, version, &resource.uri, json!("two")).await;
+            assert_eq!(status, 200);
+            assert_eq!((&first["id"], &second["id"]), (&json!(1), &json!("two")));
+            assert_eq!(
+                first["result"], second["result"],
+                "{version} {}",
+                resource.uri
+            );
+            assert_eq!(first["result"]["contents"][0]["uri"], resource.uri.as_str());
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_replayed_read_still_gets_every_header_check() {
+    let http = http_server(server(Profile::WorkflowEngine).await).await;
+    let read = |version: &str, id: u32| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"resources/read","params":{{"uri":"rimthan://bootstrap/agent-entrypoint"}}}}"#
+        );
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {version}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    assert_eq!(raw_status(http.addr, &read("2025-11-25", 1)).await, 200);
+    assert_eq!(raw_status(http.addr, &read("2025-11-25", 2)).await, 200);
+    assert_eq!(raw_status(http.addr, &read("1999-01-01", 3)).await, 400);
+    let evil = read("2025-11-25", 4).replace("Host: 127.0.0.1", "Host: evil.example.com");
+    assert_eq!(raw_status(http.addr, &evil).await, 403);
+    let no_sse = read("2025-11-25", 5).replace(", text/event-stream", "");
+    assert_eq!(raw_status(http.addr, &no_sse).await, 406);
 }

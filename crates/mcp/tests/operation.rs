@@ -223,6 +223,42 @@ async fn promotion_under_load_fails_no_call_and_keeps_sessions_pinned() {
 }
 
 #[tokio::test]
+async fn a_channel_move_changes_what_a_repeated_read_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = SigningKey::generate().unwrap();
+    build_registry(dir.path(), &key, &["2027.01.0", "2027.02.0"], "2027.01.0");
+    let registry = verify_registry(
+        &RegistryFiles::from_dir(dir.path()).unwrap(),
+        &external_policy(),
+    )
+    .unwrap();
+    let server = server_on(registry, Profile::WorkflowEngine).await;
+    let http = http_server(server.clone()).await;
+    let channels = async || {
+        let uri = "rimthan://registry/2027.02.0/summary";
+        let (status, answer) = raw_read(http.addr, "2026-07-28", uri, json!(1)).await;
+        assert_eq!(status, 200, "{answer}");
+        let text = answer["result"]["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["channels"].clone()
+    };
+    assert_eq!(channels().await, json!([]));
+    assert_eq!(channels().await, json!([]));
+    set_channel(
+        dir.path(),
+        &"stable".parse().unwrap(),
+        &"2027.02.0".parse().unwrap(),
+    )
+    .unwrap();
+    Reloader::new(dir.path().to_owned(), server)
+        .reload(true)
+        .unwrap();
+    assert_eq!(channels().await, json!(["stable"]));
+}
+
+#[tokio::test]
 async fn metrics_are_valid_prometheus_text() {
     let server = server(Profile::WorkflowEngine).await;
     let http = http_server(server.clone()).await;
