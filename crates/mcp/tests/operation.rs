@@ -149,8 +149,9 @@ fn build_registry(dir: &std::path::Path, key: &SigningKey, releases: &[&str], st
     set_channel(dir, &"stable".parse().unwrap(), &stable.parse().unwrap()).unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn promotion_under_load_fails_no_call_and_keeps_sessions_pinned() {
+/// A server over a fresh registry folder of releases 2027.01.0 and 2027.02.0, `stable` on the
+/// first; the folder lives as long as the returned guard.
+async fn two_release_server() -> (tempfile::TempDir, RimthanServer, HttpServer) {
     let dir = tempfile::tempdir().unwrap();
     let key = SigningKey::generate().unwrap();
     build_registry(dir.path(), &key, &["2027.01.0", "2027.02.0"], "2027.01.0");
@@ -161,6 +162,12 @@ async fn promotion_under_load_fails_no_call_and_keeps_sessions_pinned() {
     .unwrap();
     let server = server_on(registry, Profile::WorkflowEngine).await;
     let http = http_server(server.clone()).await;
+    (dir, server, http)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promotion_under_load_fails_no_call_and_keeps_sessions_pinned() {
+    let (dir, server, http) = two_release_server().await;
     let client = modern_http_client(&http.url).await;
     let pinned = structured(&call(&client, rimthan_mcp::START, start_arguments("codex")).await);
     assert_eq!(pinned["release"], "2027.01.0");
@@ -224,16 +231,7 @@ async fn promotion_under_load_fails_no_call_and_keeps_sessions_pinned() {
 
 #[tokio::test]
 async fn a_channel_move_changes_what_a_repeated_read_returns() {
-    let dir = tempfile::tempdir().unwrap();
-    let key = SigningKey::generate().unwrap();
-    build_registry(dir.path(), &key, &["2027.01.0", "2027.02.0"], "2027.01.0");
-    let registry = verify_registry(
-        &RegistryFiles::from_dir(dir.path()).unwrap(),
-        &external_policy(),
-    )
-    .unwrap();
-    let server = server_on(registry, Profile::WorkflowEngine).await;
-    let http = http_server(server.clone()).await;
+    let (dir, server, http) = two_release_server().await;
     let channels = async || {
         let uri = "rimthan://registry/2027.02.0/summary";
         let (status, answer) = raw_read(http.addr, "2026-07-28", uri, json!(1)).await;
