@@ -17,7 +17,7 @@ use rimthan_registry::{
     AssetId, RegistryFiles, check_path_template, check_relative_path, expand_template,
     external_policy, verify_registry,
 };
-use serde::{Serialize, de::DeserializeOwned};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use engine_support::{active, codes, engine_on, pass_step, prepare, sqlite_memory, start_request};
@@ -77,11 +77,6 @@ fn assert_named<O: Serialize>(result: Result<O, EngineError>) {
     }
 }
 
-/// Arguments as the MCP edge parses them: a parse failure is the `invalid_arguments` result.
-fn parsed<R: DeserializeOwned>(arguments: Value) -> Option<R> {
-    serde_json::from_value(arguments).ok()
-}
-
 /// `tool_arguments`: the first byte picks the tool, the rest is JSON whose top-level fields
 /// replace those of valid arguments (a non-object replaces the arguments whole).
 pub fn tool_arguments(data: &[u8]) {
@@ -105,30 +100,20 @@ pub fn tool_arguments(data: &[u8]) {
         other => arguments = other,
     }
     let engine = &f.engine;
-    f.runtime.block_on(async {
-        match selector % 4 {
-            0 => {
-                if let Some(r) = parsed(arguments) {
-                    assert_named(engine.start(r, None).await)
-                }
+    // The edge's parse: a failure is the `invalid_arguments` result, and nothing runs.
+    macro_rules! run {
+        ($method:ident) => {
+            if let Ok(request) = serde_json::from_value(arguments) {
+                assert_named(f.runtime.block_on(engine.$method(request, None)));
             }
-            1 => {
-                if let Some(r) = parsed(arguments) {
-                    assert_named(engine.active_step(r, None).await)
-                }
-            }
-            2 => {
-                if let Some(r) = parsed(arguments) {
-                    assert_named(engine.prepare(r, None).await)
-                }
-            }
-            _ => {
-                if let Some(r) = parsed(arguments) {
-                    assert_named(engine.submit(r, None).await)
-                }
-            }
-        }
-    });
+        };
+    }
+    match selector % 4 {
+        0 => run!(start),
+        1 => run!(active_step),
+        2 => run!(prepare),
+        _ => run!(submit),
+    }
 }
 
 /// `json_artifact`: any JSON attested as the content of the work step's JSON output gets a
@@ -226,6 +211,20 @@ pub fn checkpoint_token(data: &[u8]) {
 /// The test registry, signed once; every input edits a copy.
 static REGISTRY: LazyLock<RegistryFiles> = LazyLock::new(test_registry);
 
+/// The release's files an input may replace: all but the manifest and its signature.
+static ENTRY_FILES: LazyLock<Vec<String>> = LazyLock::new(|| {
+    let base = format!("releases/{RELEASE}/");
+    let signed = [
+        format!("{base}manifest.json"),
+        format!("{base}manifest.sig"),
+    ];
+    REGISTRY
+        .paths_under(&base)
+        .filter(|p| !signed.iter().any(|s| s == p))
+        .map(str::to_owned)
+        .collect()
+});
+
 /// `registry_files`: first byte 0 → the rest is the manifest (correctly signed, so parsing is
 /// reached); otherwise the second byte picks a release file, the rest replaces it, and the
 /// manifest is resealed over it (so the file's own parsing is reached). Verification either
@@ -235,18 +234,12 @@ pub fn registry_files(data: &[u8]) {
         return;
     };
     let files = if mode == 0 {
-        with_signed_manifest(rest.to_vec())
+        with_signed_manifest(REGISTRY.clone(), rest.to_vec())
     } else {
         let Some((&pick, bytes)) = rest.split_first() else {
             return;
         };
-        let base = format!("releases/{RELEASE}/");
-        let entries: Vec<&str> = REGISTRY
-            .paths()
-            .filter(|p| p.starts_with(&base) && !p.ends_with("/manifest.json"))
-            .filter(|p| !p.ends_with("/manifest.sig"))
-            .collect();
-        let path = entries[usize::from(pick) % entries.len()].to_owned();
+        let path = ENTRY_FILES[usize::from(pick) % ENTRY_FILES.len()].clone();
         let mut files = REGISTRY.clone();
         files.insert(path, bytes.to_vec());
         reseal(&mut files, RELEASE, &test_key());

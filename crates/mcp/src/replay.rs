@@ -89,6 +89,10 @@ impl ReadReplay {
     }
 
     fn keep(&self, registry: Arc<VerifiedRegistry>, key: Vec<u8>, kept: Kept) {
+        // An answer that raced a reload belongs to a registry no longer served: not worth keeping.
+        if !Arc::ptr_eq(&registry, &self.releases.snapshot()) {
+            return;
+        }
         let mut answers = self.answers.write().expect("replay lock is never poisoned");
         if !answers
             .registry

@@ -129,13 +129,7 @@ async fn repeated_reads_get_the_same_answer_on_both_revisions() {
 async fn a_replayed_read_still_gets_every_header_check() {
     let http = http_server(server(Profile::WorkflowEngine).await).await;
     let read = |version: &str, id: u32| {
-        let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"resources/read","params":{{"uri":"rimthan://bootstrap/agent-entrypoint"}}}}"#
-        );
-        format!(
-            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {version}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
+        read_request(version, "rimthan://bootstrap/agent-entrypoint", json!(id))
     };
     assert_eq!(raw_status(http.addr, &read("2025-11-25", 1)).await, 200);
     assert_eq!(raw_status(http.addr, &read("2025-11-25", 2)).await, 200);

@@ -62,7 +62,7 @@ proptest! {
     #[test]
     fn signed_arbitrary_manifests_fail_with_a_code(manifest in arb_json()) {
         let bytes = to_canonical_bytes(&manifest).unwrap();
-        let err = verify_registry(&with_signed_manifest(bytes), &external_policy()).unwrap_err();
+        let err = verify_registry(&with_signed_manifest(test_registry(), bytes), &external_policy()).unwrap_err();
         prop_assert!(!err.code().is_empty());
     }
 
@@ -70,14 +70,14 @@ proptest! {
     fn signed_manifests_with_one_bad_field_never_crash(manifest in mutated_manifest()) {
         let bytes = to_canonical_bytes(&manifest).unwrap();
         // Most mutations are refused; a few (e.g. the same value) verify. Neither may panic.
-        if let Err(err) = verify_registry(&with_signed_manifest(bytes), &external_policy()) {
+        if let Err(err) = verify_registry(&with_signed_manifest(test_registry(), bytes), &external_policy()) {
             prop_assert!(!err.code().is_empty());
         }
     }
 
     #[test]
     fn arbitrary_bytes_as_manifest_fail_with_a_code(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
-        let err = verify_registry(&with_signed_manifest(bytes), &external_policy()).unwrap_err();
+        let err = verify_registry(&with_signed_manifest(test_registry(), bytes), &external_policy()).unwrap_err();
         prop_assert!(!err.code().is_empty());
     }
 }

@@ -217,10 +217,9 @@ pub async fn raw_status(addr: SocketAddr, request: &str) -> u16 {
     head.split(' ').nth(1).unwrap().parse().unwrap()
 }
 
-/// Sends one `resources/read` over raw HTTP (no client-side cache in between) on `version`
-/// (`2025-11-25` or `2026-07-28`); returns the status and the JSON answer.
-pub async fn raw_read(addr: SocketAddr, version: &str, uri: &str, id: Value) -> (u16, Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+/// One raw HTTP `resources/read` request on `version` (`2025-11-25` or `2026-07-28`), with the
+/// headers and `_meta` that revision requires.
+pub fn read_request(version: &str, uri: &str, id: Value) -> String {
     let mut params = serde_json::json!({ "uri": uri });
     let mut headers = String::new();
     if version >= "2026-07-28" {
@@ -232,12 +231,21 @@ pub async fn raw_read(addr: SocketAddr, version: &str, uri: &str, id: Value) -> 
     }
     let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "resources/read", "params": params})
         .to_string();
-    let request = format!(
+    format!(
         "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {version}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
-    );
+    )
+}
+
+/// Sends [`read_request`] over raw HTTP (no client-side cache in between); returns the status
+/// and the JSON answer.
+pub async fn raw_read(addr: SocketAddr, version: &str, uri: &str, id: Value) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream.write_all(request.as_bytes()).await.unwrap();
+    stream
+        .write_all(read_request(version, uri, id).as_bytes())
+        .await
+        .unwrap();
     let mut answer = Vec::new();
     stream.read_to_end(&mut answer).await.unwrap();
     let answer = String::from_utf8(answer).unwrap();

@@ -83,9 +83,9 @@ pub fn test_registry() -> RegistryFiles {
     files
 }
 
-/// The test registry with `bytes` as its manifest, correctly signed so that parsing is reached.
-pub fn with_signed_manifest(bytes: Vec<u8>) -> RegistryFiles {
-    let mut files = test_registry();
+/// `files` (the test registry) with `bytes` as its manifest, correctly signed so that parsing
+/// is reached.
+pub fn with_signed_manifest(mut files: RegistryFiles, bytes: Vec<u8>) -> RegistryFiles {
     files.insert(
         format!("releases/{RELEASE}/manifest.sig"),
         to_canonical_bytes(&test_key().sign(&bytes)).unwrap(),
