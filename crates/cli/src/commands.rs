@@ -43,18 +43,12 @@ pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
         Some(_) => 3,
         None if err.downcast_ref::<InputError>().is_some() => 1,
         // The server refused the harness: the run's input (or the server's verdict) is at fault.
-        None if err
-            .downcast_ref::<rimthan_stage::StageError>()
-            .is_some_and(|e| {
-                !matches!(
-                    e,
-                    rimthan_stage::StageError::Io { .. } | rimthan_stage::StageError::Connect(_)
-                )
-            }) =>
-        {
-            1
-        }
-        None => 3,
+        None => match err.downcast_ref::<rimthan_stage::StageError>() {
+            Some(rimthan_stage::StageError::Registry(e)) if !e.is_input_error() => 3,
+            Some(rimthan_stage::StageError::Io { .. } | rimthan_stage::StageError::Connect(_)) => 3,
+            Some(_) => 1,
+            None => 3,
+        },
     }
 }
 

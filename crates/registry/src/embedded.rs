@@ -24,7 +24,7 @@ include!(concat!(env!("OUT_DIR"), "/embedded_files.rs"));
 pub const DEFAULT_RELEASE_ID: &str = "2026.12.0";
 /// SHA-256 of the embedded default release's `manifest.json`.
 pub const DEFAULT_MANIFEST_SHA256: &str =
-    "207b8324ce7f1cd847ec416b3cdd5500f30afeb39f3019657c5cea4d249d66d6";
+    "b1712befb4f10984db5344858a0ed487b95bd17523b362248a0e625a1f1efd14";
 /// Id of the repository's development key that signs the embedded default release.
 pub const DEFAULT_KEY_ID: &str = "00220f89c0584f55";
 

@@ -1,29 +1,36 @@
-//! `rimthan stage`: a scripted harness that runs a whole workflow the way a real host does.
+//! `rimthan stage`: a scripted harness that runs any verified workflow the way a real host does.
 //!
 //! # Brief overview
 //!
-//! [`run`] connects to a server (remote Streamable HTTP, or one started in-process), checks its
-//! identity and its four tools, declares the chosen harness's capabilities, delivers host assets
-//! as the bound adapter allows (project-local files at the contract's paths, or dynamic
-//! delivery), writes each step's declared outputs from built-in sample content, attests them by
-//! reading them back from disk, runs each validator as a scripted read-only check of its declared
-//! inputs, submits the reports, and writes `.rimthan/workflow-session.json` after every change.
-//! A [`Fault`] injects one classic mistake so an operator can see the server's code for it.
+//! [`run`] connects to a server (remote Streamable HTTP, or one started in-process on the
+//! embedded registry or an operator's), checks its identity and its four tools, and picks the
+//! workflow from the release's own resources. Everything workflow-specific comes from the
+//! definition and the plans: the adapter pinned for the harness, the step count, the validator
+//! capabilities to declare, the host assets to deliver (project-local at the contract's paths,
+//! or dynamically), the outputs to write (the author's examples, else schema-valid generated
+//! content, else a placeholder naming the step), and the report fields each validator's
+//! `report_schema` asks for. Outputs are attested by reading them back from disk; validators
+//! are scripted read-only checks of their declared inputs; `.rimthan/workflow-session.json` is
+//! written after every change. A [`Fault`] injects one classic mistake so an operator can see
+//! the server's code for it, and `revise` makes one validator send a step back once.
 
+mod client;
+mod content;
+mod fault;
 mod project;
+mod validator;
+mod workflow;
 
-use std::{path::Path, sync::Arc, time::Instant};
+use std::{path::Path, time::Instant};
 
-use rimthan_registry::{Harness, HostCapability, ValidatorCapability};
-use rmcp::{
-    RoleClient, ServiceExt,
-    model::{CallToolRequestParams, ProtocolVersion, ReadResourceRequestParams, ResourceContents},
-    service::{ClientLifecycleMode, ClientServiceExt, RunningService},
-    transport::StreamableHttpClientTransport,
-};
+use rimthan_registry::{ChannelName, Harness, HostCapability, RegistryError, Version, WorkflowId};
 use serde_json::{Value, json};
 
-pub use project::{Project, ReadBack};
+use crate::client::{Client, call, codes, connect, read_json, read_resource, str_field};
+pub use crate::{
+    fault::Fault,
+    project::{Project, ReadBack},
+};
 
 /// Where the session file lives in the project.
 pub const SESSION_FILE: &str = ".rimthan/workflow-session.json";
@@ -49,12 +56,18 @@ pub enum StageError {
         /// Why.
         reason: String,
     },
+    /// The in-process server's registry did not verify.
+    #[error("the registry did not verify: {0}")]
+    Registry(#[source] RegistryError),
     /// The server could not be reached or spoke no MCP.
     #[error("cannot talk to the server: {0}")]
     Connect(String),
     /// The server is not a rimthan workflow engine with exactly the four tools.
     #[error("the server is not a rimthan workflow engine: {0}")]
     Identity(String),
+    /// No workflow was named and the release does not offer exactly one.
+    #[error("{0}")]
+    WorkflowChoice(String),
     /// The server answered something this harness does not understand.
     #[error("unexpected answer to {tool}: {detail}")]
     Protocol {
@@ -79,9 +92,24 @@ pub enum StageError {
         /// Failure codes.
         codes: Vec<String>,
     },
-    /// A declared output has no built-in sample content.
-    #[error("no sample content for {0}; the stage harness knows the research-study outputs only")]
-    NoSample(String),
+    /// No content could be produced for a declared output.
+    #[error("step {step}: no content for {artifact}: {reason}")]
+    NoContent {
+        /// The step.
+        step: String,
+        /// The output's artifact id.
+        artifact: String,
+        /// Why, and what the author can add.
+        reason: String,
+    },
+    /// The requested fault needs something this workflow does not have.
+    #[error("fault {}: {reason}", fault.as_str())]
+    FaultNotApplicable {
+        /// The fault.
+        fault: Fault,
+        /// What is missing.
+        reason: String,
+    },
     /// `--resume` without a session file.
     #[error("{0} not found: run without --resume first, or clone a project that holds it")]
     NoSessionFile(String),
@@ -93,67 +121,6 @@ impl StageError {
             path: path.display().to_string(),
             source,
         }
-    }
-}
-
-/// A classic harness mistake to inject.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
-    /// Attest a host asset with a digest that is not its rendition's.
-    WrongDigest,
-    /// Write and attest a file the step does not declare.
-    ExtraFile,
-    /// Put a declared output behind a symlink.
-    SymlinkedOutput,
-    /// Submit the report set without one validator's report.
-    MissingReport,
-    /// Reuse a checkpoint after the session moved on.
-    StaleCheckpoint,
-}
-
-impl Fault {
-    /// Every fault.
-    pub const ALL: [Fault; 5] = [
-        Fault::WrongDigest,
-        Fault::ExtraFile,
-        Fault::SymlinkedOutput,
-        Fault::MissingReport,
-        Fault::StaleCheckpoint,
-    ];
-
-    /// The flag spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Fault::WrongDigest => "wrong-digest",
-            Fault::ExtraFile => "extra-file",
-            Fault::SymlinkedOutput => "symlinked-output",
-            Fault::MissingReport => "missing-report",
-            Fault::StaleCheckpoint => "stale-checkpoint",
-        }
-    }
-
-    /// The code the server answers with.
-    pub fn expected_code(self) -> &'static str {
-        match self {
-            Fault::WrongDigest => "asset_digest_mismatch",
-            Fault::ExtraFile => "unexpected_output",
-            Fault::SymlinkedOutput => "symlink_in_path",
-            Fault::MissingReport => "report_missing",
-            Fault::StaleCheckpoint => "stale_checkpoint",
-        }
-    }
-}
-
-impl std::str::FromStr for Fault {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Fault::ALL
-            .into_iter()
-            .find(|f| f.as_str() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = Fault::ALL.iter().map(|f| f.as_str()).collect();
-                format!("unknown fault {s:?}: use one of {}", names.join(", "))
-            })
     }
 }
 
@@ -176,10 +143,14 @@ pub enum Target {
         /// The revision to speak.
         protocol: Protocol,
     },
-    /// A server started in this process on the embedded registry.
+    /// A server started in this process.
     InProcess {
         /// Its store.
         database_url: String,
+        /// An operator's registry folder; the embedded default when absent.
+        registry: Option<std::path::PathBuf>,
+        /// The channel whose release it serves.
+        channel: ChannelName,
     },
 }
 
@@ -192,10 +163,16 @@ pub struct StageConfig {
     pub target: Target,
     /// The project folder.
     pub project: std::path::PathBuf,
+    /// The workflow to start; the release's only workflow when absent.
+    pub workflow: Option<WorkflowId>,
+    /// Its version; the highest the release offers when absent.
+    pub workflow_version: Option<Version>,
     /// Continue from the project's session file.
     pub resume: bool,
     /// A mistake to inject.
     pub fault: Option<Fault>,
+    /// Make the first validator that runs fail once, so the step goes through `revise`.
+    pub revise: bool,
 }
 
 /// How a step went.
@@ -225,6 +202,8 @@ pub struct FaultOutcome {
 pub struct Summary {
     /// The session.
     pub session_id: String,
+    /// The workflow (`id@version`).
+    pub workflow: String,
     /// Its final status.
     pub status: String,
     /// One record per step handled in this run.
@@ -233,10 +212,12 @@ pub struct Summary {
     pub fault: Option<FaultOutcome>,
 }
 
-/// The capabilities a real host of each harness has (see the host matrix).
-pub fn declaration(harness: Harness) -> (Vec<HostCapability>, Vec<ValidatorCapability>) {
+/// The host capabilities a real host of each harness has (see the host matrix in
+/// `docs/operations/workflow-engine-bootstrap.md`). Validator capabilities are not a property
+/// of the host here: the stage declares what the workflow's validators need.
+pub fn host_capabilities(harness: Harness) -> Vec<HostCapability> {
     use HostCapability::*;
-    let host = match harness {
+    match harness {
         // Codex does not surface MCP prompts; it materializes skills and agents in the project.
         Harness::Codex => vec![
             McpTools,
@@ -252,161 +233,6 @@ pub fn declaration(harness: Harness) -> (Vec<HostCapability>, Vec<ValidatorCapab
         Harness::Cowork | Harness::Buzz => {
             vec![McpTools, McpResources, NativeSubagents, StructuredReports]
         }
-    };
-    let validator = vec![
-        ValidatorCapability::WorkspaceRead,
-        ValidatorCapability::WebRead,
-        ValidatorCapability::GitRead,
-    ];
-    (host, validator)
-}
-
-/// Built-in sample content of the research-study outputs.
-fn sample(path: &str) -> Option<&'static [u8]> {
-    Some(match path {
-        "research/question.json" => {
-            include_bytes!("../../../registry/samples/research-study/research/question.json")
-        }
-        "research/sources.json" => {
-            include_bytes!("../../../registry/samples/research-study/research/sources.json")
-        }
-        "research/notes.md" => {
-            include_bytes!("../../../registry/samples/research-study/research/notes.md")
-        }
-        "research/findings.md" => {
-            include_bytes!("../../../registry/samples/research-study/research/findings.md")
-        }
-        _ => return None,
-    })
-}
-
-type Client = RunningService<RoleClient, ()>;
-
-async fn connect(target: &Target) -> Result<Client, StageError> {
-    let err = |e: &dyn std::fmt::Display| StageError::Connect(e.to_string());
-    match target {
-        Target::Url { url, protocol } => {
-            let transport = StreamableHttpClientTransport::from_uri(url.clone());
-            match protocol {
-                Protocol::V2025_11_25 => ().serve(transport).await.map_err(|e| err(&e)),
-                Protocol::V2026_07_28 => ()
-                    .serve_with_lifecycle(
-                        transport,
-                        ClientLifecycleMode::Discover {
-                            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                        },
-                    )
-                    .await
-                    .map_err(|e| err(&e)),
-            }
-        }
-        Target::InProcess { database_url } => {
-            let registry = rimthan_registry::verify_embedded().map_err(|e| err(&e))?;
-            let store = rimthan_engine::store::open(database_url)
-                .await
-                .map_err(|e| err(&e))?;
-            let releases = Arc::new(rimthan_engine::Releases::new(
-                registry,
-                "stable".parse().expect("valid channel"),
-            ));
-            let engine = rimthan_engine::Engine::new(releases, store, None)
-                .await
-                .map_err(|e| err(&e))?;
-            let server = rimthan_mcp::RimthanServer::new(
-                Arc::new(engine),
-                rimthan_mcp::Profile::WorkflowEngine,
-            );
-            let (server_io, client_io) = tokio::io::duplex(1 << 20);
-            tokio::spawn(async move {
-                if let Ok(running) = server.serve(server_io).await {
-                    let _ = running.waiting().await;
-                }
-            });
-            ().serve(client_io).await.map_err(|e| err(&e))
-        }
-    }
-}
-
-async fn verify_identity(client: &Client) -> Result<(), StageError> {
-    let info = client
-        .peer_info()
-        .and_then(|i| i.server_info.as_ref().map(|s| s.name.clone()));
-    if info.as_deref() != Some(rimthan_mcp::SERVER_NAME) {
-        return Err(StageError::Identity(format!("serverInfo name is {info:?}")));
-    }
-    let tools = client
-        .list_all_tools()
-        .await
-        .map_err(|e| StageError::Connect(e.to_string()))?;
-    let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
-    let expected = [
-        rimthan_mcp::START,
-        rimthan_mcp::ACTIVE_STEP,
-        rimthan_mcp::PREPARE,
-        rimthan_mcp::SUBMIT,
-    ];
-    if names != expected {
-        return Err(StageError::Identity(format!(
-            "tools are {names:?}, expected exactly {expected:?}"
-        )));
-    }
-    Ok(())
-}
-
-/// A tool result: its structured content and whether it is an error outcome.
-async fn call(client: &Client, tool: &str, arguments: Value) -> Result<(Value, bool), StageError> {
-    let params =
-        CallToolRequestParams::new(tool.to_owned()).with_arguments(rmcp::model::object(arguments));
-    let result = client
-        .call_tool(params)
-        .await
-        .map_err(|e| StageError::Protocol {
-            tool: tool.into(),
-            detail: e.to_string(),
-        })?;
-    let value = result
-        .structured_content
-        .ok_or_else(|| StageError::Protocol {
-            tool: tool.into(),
-            detail: "no structured content".into(),
-        })?;
-    Ok((value, result.is_error == Some(true)))
-}
-
-fn codes(value: &Value) -> Vec<String> {
-    let list = value
-        .get("failures")
-        .or_else(|| value.get("blockers"))
-        .and_then(Value::as_array);
-    list.map(|l| {
-        l.iter()
-            .filter_map(|f| f["code"].as_str().map(str::to_owned))
-            .collect()
-    })
-    .unwrap_or_default()
-}
-
-fn str_field<'v>(value: &'v Value, tool: &str, field: &str) -> Result<&'v str, StageError> {
-    value[field].as_str().ok_or_else(|| StageError::Protocol {
-        tool: tool.into(),
-        detail: format!("no {field}"),
-    })
-}
-
-async fn read_resource(client: &Client, uri: &str) -> Result<Vec<u8>, StageError> {
-    let result = client
-        .read_resource(ReadResourceRequestParams::new(uri.to_owned()))
-        .await
-        .map_err(|e| StageError::Protocol {
-            tool: "resources/read".into(),
-            detail: format!("{uri}: {e}"),
-        })?;
-    match result.contents.into_iter().next() {
-        Some(ResourceContents::TextResourceContents { text, .. }) => Ok(text.into_bytes()),
-        _ => Err(StageError::Protocol {
-            tool: "resources/read".into(),
-            detail: format!("{uri}: no text content"),
-        }),
     }
 }
 
@@ -419,7 +245,7 @@ fn save_session_file(project: &Project, payload: &Value) -> Result<(), StageErro
     Ok(())
 }
 
-/// Runs the workflow, calling `on_step` after every step.
+/// Runs the workflow, calling `on_step` after every step with its position and the step count.
 pub async fn run(
     config: &StageConfig,
     on_step: &mut dyn FnMut(&StepRecord, usize, usize),
@@ -431,66 +257,106 @@ pub async fn run(
     result
 }
 
+/// Starts the session; the payload and the host binding the setup attestation must repeat.
+async fn start(client: &Client, config: &StageConfig) -> Result<(Value, Value), StageError> {
+    let chosen = workflow::choose(
+        client,
+        config.workflow.as_ref(),
+        config.workflow_version.as_ref(),
+    )
+    .await?;
+    let mut host = json!({"harness": config.harness.as_str(),
+        "capabilities": host_capabilities(config.harness), "validator_capabilities": []});
+    if let Some(definition) = &chosen.definition {
+        host["validator_capabilities"] = json!(definition.validator_capabilities(client).await?);
+        if let Some(adapter) = definition.adapter_for(config.harness) {
+            host["adapter"] = adapter;
+        }
+    }
+    let mut arguments = json!({"workflow_id": chosen.id, "host": host});
+    if let Some(version) = &chosen.version {
+        arguments["workflow_version"] = json!(version.to_string());
+    }
+    let (value, _) = call(client, rimthan_mcp::START, arguments).await?;
+    match value["status"].as_str() {
+        Some("blocked") => Err(StageError::Blocked {
+            codes: codes(&value),
+        }),
+        Some("rejected") => Err(StageError::Rejected {
+            step: "(start)".into(),
+            tool: rimthan_mcp::START.into(),
+            codes: codes(&value),
+        }),
+        _ => {
+            let bound = value["session_file"]["content"]["host"].clone();
+            Ok((value, bound))
+        }
+    }
+}
+
+/// Continues from the project's session file: the active payload and the session's binding.
+async fn resume(client: &Client, project: &Project) -> Result<(Value, Value), StageError> {
+    let path = project.root().join(SESSION_FILE);
+    let text =
+        std::fs::read(&path).map_err(|_| StageError::NoSessionFile(path.display().to_string()))?;
+    let file: Value = serde_json::from_slice(&text).map_err(|e| StageError::Protocol {
+        tool: "session file".into(),
+        detail: e.to_string(),
+    })?;
+    let (value, error) = call(
+        client,
+        rimthan_mcp::ACTIVE_STEP,
+        json!({"checkpoint": file["checkpoint"]}),
+    )
+    .await?;
+    if error && value["status"] == "rejected" {
+        return Err(StageError::Rejected {
+            step: "(resume)".into(),
+            tool: rimthan_mcp::ACTIVE_STEP.into(),
+            codes: codes(&value),
+        });
+    }
+    Ok((value, file["host"].clone()))
+}
+
 async fn drive(
     client: &Client,
     project: &Project,
     config: &StageConfig,
     on_step: &mut dyn FnMut(&StepRecord, usize, usize),
 ) -> Result<Summary, StageError> {
-    verify_identity(client).await?;
-    let harness = config.harness.as_str();
-    let (host_caps, validator_caps) = declaration(config.harness);
-    let adapter = json!({"id": harness, "version": "1.1.0"});
-    let mut payload = if config.resume {
-        let path = project.root().join(SESSION_FILE);
-        let text = std::fs::read(&path)
-            .map_err(|_| StageError::NoSessionFile(path.display().to_string()))?;
-        let file: Value = serde_json::from_slice(&text).map_err(|e| StageError::Protocol {
-            tool: "session file".into(),
-            detail: e.to_string(),
-        })?;
-        let (value, error) = call(
-            client,
-            rimthan_mcp::ACTIVE_STEP,
-            json!({"checkpoint": file["checkpoint"]}),
-        )
-        .await?;
-        if error && value["status"] == "rejected" {
-            return Err(StageError::Rejected {
-                step: "(resume)".into(),
-                tool: rimthan_mcp::ACTIVE_STEP.into(),
-                codes: codes(&value),
-            });
-        }
-        value
+    client::verify_identity(client).await?;
+    let (mut payload, bound) = if config.resume {
+        resume(client, project).await?
     } else {
-        let start = json!({"workflow_id": "research-study",
-            "host": {"harness": harness, "adapter": adapter, "capabilities": host_caps, "validator_capabilities": validator_caps}});
-        let (value, _) = call(client, rimthan_mcp::START, start).await?;
-        if value["status"] == "blocked" {
-            return Err(StageError::Blocked {
-                codes: codes(&value),
-            });
-        }
-        value
+        start(client, config).await?
     };
     save_session_file(project, &payload)?;
     let session_id = str_field(&payload, rimthan_mcp::START, "session_id")?.to_owned();
-    let total = 4;
-    let mut steps = Vec::new();
-    let mut fault = config.fault;
+    let definition = workflow::definition(
+        client,
+        str_field(&payload["workflow"], rimthan_mcp::START, "uri")?,
+    )
+    .await?;
+    let workflow = format!(
+        "{}@{}",
+        payload["workflow"]["id"].as_str().unwrap_or_default(),
+        payload["workflow"]["version"].as_str().unwrap_or_default()
+    );
+    let mut run = Run {
+        session_id,
+        workflow,
+        steps: Vec::new(),
+    };
+    let fault = config.fault;
+    let mut revise = config.revise;
     let mut previous_checkpoint: Option<Value> = None;
 
     while payload["status"] != "completed" {
         let started = Instant::now();
         let step = payload["step"].clone();
         let step_id = str_field(&step, rimthan_mcp::ACTIVE_STEP, "id")?.to_owned();
-        let index = match step_id.as_str() {
-            "setup-workspace" => 1,
-            "frame-question" => 2,
-            "gather-sources" => 3,
-            _ => 4,
-        };
+        let (index, total) = definition.position(&step_id);
 
         // The stale-checkpoint fault: reuse the checkpoint the session has moved past.
         if fault == Some(Fault::StaleCheckpoint)
@@ -498,76 +364,48 @@ async fn drive(
         {
             let (value, _) =
                 call(client, rimthan_mcp::ACTIVE_STEP, json!({"checkpoint": old})).await?;
-            return Ok(faulted(
-                session_id,
-                &payload,
-                steps,
-                Fault::StaleCheckpoint,
-                codes(&value),
-            ));
+            return Ok(run.faulted(&payload, Fault::StaleCheckpoint, codes(&value)));
         }
 
         let mut files = Vec::new();
         let mut prepare = json!({"checkpoint": payload["checkpoint"], "step_id": step_id});
         if step["kind"] == "setup" {
-            let mut deliveries = Vec::new();
-            for asset in payload["host_assets"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-            {
-                let uri = str_field(&asset, rimthan_mcp::START, "uri")?;
-                let bytes = read_resource(client, uri).await?;
-                let (sha256, mode, path) = match asset["project_local_path"].as_str() {
-                    Some(path) => {
-                        project.write(path, &bytes)?;
-                        files.push(path.to_owned());
-                        (
-                            project.read_back(path)?.sha256.to_string(),
-                            "project-local",
-                            Some(path.to_owned()),
-                        )
-                    }
-                    None => (
-                        rimthan_registry::Sha256Digest::of(&bytes).to_string(),
-                        "dynamic-context",
-                        None,
-                    ),
-                };
-                let mut delivery = json!({"kind": asset["kind"], "id": asset["id"], "version": asset["version"], "sha256": sha256, "delivery_mode": mode});
-                if let Some(path) = path {
-                    delivery["path"] = json!(path);
-                }
-                deliveries.push(delivery);
-            }
-            if fault == Some(Fault::WrongDigest)
-                && let Some(first) = deliveries.first_mut()
-            {
+            let mut deliveries = deliver(client, project, &payload, &mut files).await?;
+            if fault == Some(Fault::WrongDigest) {
+                let first =
+                    deliveries
+                        .first_mut()
+                        .ok_or_else(|| StageError::FaultNotApplicable {
+                            fault: Fault::WrongDigest,
+                            reason: "the setup step delivers no host asset".into(),
+                        })?;
                 first["sha256"] = json!("0".repeat(64));
             }
-            prepare["host_attestation"] = json!({"harness": harness, "adapter": adapter,
-                "capabilities": host_caps, "validator_capabilities": validator_caps, "deliveries": deliveries});
+            let mut attestation = bound.clone();
+            attestation["deliveries"] = json!(deliveries);
+            prepare["host_attestation"] = attestation;
         } else {
+            let step_doc = read_json(client, str_field(&step, "step", "uri")?).await?;
             let mut artifacts = Vec::new();
             let outputs = step["outputs"].as_array().cloned().unwrap_or_default();
             for (i, output) in outputs.iter().enumerate() {
                 let path = str_field(output, rimthan_mcp::ACTIVE_STEP, "path")?;
-                let bytes = sample(path).ok_or_else(|| StageError::NoSample(path.into()))?;
+                let bytes = content::output_content(client, &step_id, &step_doc, output).await?;
                 if i == 0 && fault == Some(Fault::SymlinkedOutput) {
-                    project.symlink_to_shadow(path, bytes)?;
+                    project.symlink_to_shadow(path, &bytes)?;
                 } else {
-                    project.write(path, bytes)?;
+                    project.write(path, &bytes)?;
                 }
                 files.push(path.to_owned());
                 artifacts.push(attest(project, output, path)?);
             }
             if fault == Some(Fault::ExtraFile) {
-                let extra = "research/scratch.md";
-                project.write(extra, b"# Scratch\n\nNot a declared output.\n")?;
-                files.push(extra.into());
-                let declared = json!({"artifact_id": "scratch", "path": extra, "owner_step": step_id,
+                let extra = extra_file_path(&outputs);
+                project.write(&extra, b"# Scratch\n\nNot a declared output.\n")?;
+                files.push(extra.clone());
+                let declared = json!({"artifact_id": "stage-extra-file", "path": extra, "owner_step": step_id,
                     "media_type": "text/markdown", "schema": null, "write_policy": "create-or-replace-owned"});
-                artifacts.push(attest(project, &declared, extra)?);
+                artifacts.push(attest(project, &declared, &extra)?);
             }
             prepare["output_attestation"] = json!({"artifacts": artifacts});
         }
@@ -580,7 +418,7 @@ async fn drive(
                     Fault::WrongDigest | Fault::ExtraFile | Fault::SymlinkedOutput
                 )
             }) {
-                return Ok(faulted(session_id, &payload, steps, f, found));
+                return Ok(run.faulted(&payload, f, found));
             }
             return Err(StageError::Rejected {
                 step: step_id,
@@ -590,23 +428,19 @@ async fn drive(
         }
 
         let mut reports = Vec::new();
-        for validator in plan["validators"].as_array().cloned().unwrap_or_default() {
-            reports.push(run_validator(project, &validator)?);
+        for validator in plan["validators"].as_array().into_iter().flatten() {
+            reports.push(validator::report(client, project, validator, revise).await?);
+            revise = false;
         }
-        if fault == Some(Fault::MissingReport) && !reports.is_empty() {
+        let missing_report = fault == Some(Fault::MissingReport) && !reports.is_empty();
+        if missing_report {
             reports.remove(0);
-            let submit = json!({"checkpoint": payload["checkpoint"], "validation_id": plan["validation_id"], "reports": reports});
-            let (value, _) = call(client, rimthan_mcp::SUBMIT, submit).await?;
-            return Ok(faulted(
-                session_id,
-                &payload,
-                steps,
-                Fault::MissingReport,
-                codes(&value),
-            ));
         }
         let submit = json!({"checkpoint": payload["checkpoint"], "validation_id": plan["validation_id"], "reports": reports});
         let (next, _) = call(client, rimthan_mcp::SUBMIT, submit).await?;
+        if missing_report {
+            return Ok(run.faulted(&payload, Fault::MissingReport, codes(&next)));
+        }
         if next["status"] == "rejected" {
             return Err(StageError::Rejected {
                 step: step_id,
@@ -627,34 +461,89 @@ async fn drive(
             files,
         };
         on_step(&record, index, total);
-        steps.push(record);
+        run.steps.push(record);
         previous_checkpoint = Some(payload["checkpoint"].clone());
         payload = next;
-        if fault.is_some_and(|f| f != Fault::StaleCheckpoint) && payload["status"] == "completed" {
-            fault = None;
-        }
+    }
+    if let Some(fault) = fault {
+        return Err(StageError::FaultNotApplicable {
+            fault,
+            reason: format!(
+                "the session completed without the fault taking effect (session {}): the \
+                 workflow has nothing it applies to",
+                run.session_id
+            ),
+        });
     }
     Ok(Summary {
-        session_id,
+        session_id: run.session_id,
+        workflow: run.workflow,
         status: "completed".into(),
-        steps,
+        steps: run.steps,
         fault: None,
     })
 }
 
-fn faulted(
+/// What a run has done so far.
+struct Run {
     session_id: String,
-    payload: &Value,
+    workflow: String,
     steps: Vec<StepRecord>,
-    fault: Fault,
-    codes: Vec<String>,
-) -> Summary {
-    let status = payload["status"].as_str().unwrap_or("unknown").to_owned();
-    Summary {
-        session_id,
-        status,
-        steps,
-        fault: Some(FaultOutcome { fault, codes }),
+}
+
+impl Run {
+    fn faulted(self, payload: &Value, fault: Fault, codes: Vec<String>) -> Summary {
+        Summary {
+            session_id: self.session_id,
+            workflow: self.workflow,
+            status: payload["status"].as_str().unwrap_or("unknown").to_owned(),
+            steps: self.steps,
+            fault: Some(FaultOutcome { fault, codes }),
+        }
+    }
+}
+
+/// Delivers the active payload's host assets as the bound adapter allows; the deliveries to
+/// attest.
+async fn deliver(
+    client: &Client,
+    project: &Project,
+    payload: &Value,
+    files: &mut Vec<String>,
+) -> Result<Vec<Value>, StageError> {
+    let mut deliveries = Vec::new();
+    for asset in payload["host_assets"].as_array().into_iter().flatten() {
+        let uri = str_field(asset, rimthan_mcp::START, "uri")?;
+        let bytes = read_resource(client, uri).await?;
+        let mut delivery =
+            json!({"kind": asset["kind"], "id": asset["id"], "version": asset["version"]});
+        match asset["project_local_path"].as_str() {
+            Some(path) => {
+                project.write(path, &bytes)?;
+                files.push(path.to_owned());
+                delivery["sha256"] = json!(project.read_back(path)?.sha256.to_string());
+                delivery["delivery_mode"] = json!("project-local");
+                delivery["path"] = json!(path);
+            }
+            None => {
+                delivery["sha256"] = json!(rimthan_registry::Sha256Digest::of(&bytes).to_string());
+                delivery["delivery_mode"] = json!("dynamic-context");
+            }
+        }
+        deliveries.push(delivery);
+    }
+    Ok(deliveries)
+}
+
+/// A file beside the step's first output that the step does not declare.
+fn extra_file_path(outputs: &[Value]) -> String {
+    let first = outputs
+        .first()
+        .and_then(|o| o["path"].as_str())
+        .unwrap_or_default();
+    match first.rsplit_once('/') {
+        Some((dir, _)) => format!("{dir}/rimthan-stage-extra.md"),
+        None => "rimthan-stage-extra.md".into(),
     }
 }
 
@@ -673,36 +562,4 @@ fn attest(project: &Project, output: &Value, path: &str) -> Result<Value, StageE
             })?;
     }
     Ok(artifact)
-}
-
-/// A scripted validator: reads exactly its declared inputs, checks them against the accepted
-/// digests in the plan, and reports.
-fn run_validator(project: &Project, validator: &Value) -> Result<Value, StageError> {
-    let mut read = Vec::new();
-    let mut findings = Vec::new();
-    for input in validator["inputs"].as_array().cloned().unwrap_or_default() {
-        let path = str_field(&input, rimthan_mcp::PREPARE, "path")?;
-        let back = project.read_back(path)?;
-        if input["sha256"]
-            .as_str()
-            .is_some_and(|s| s != back.sha256.to_string())
-        {
-            findings.push(json!({"severity": "error", "message": "the file changed since it was accepted", "path": path}));
-        }
-        read.push(path.to_owned());
-    }
-    let allowed: Vec<Value> = validator["capabilities"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let used: Vec<Value> = allowed
-        .into_iter()
-        .filter(|c| c == "workspace.read")
-        .collect();
-    let verdict = if findings.is_empty() { "pass" } else { "fail" };
-    Ok(
-        json!({"validator_id": validator["id"], "validator_version": validator["version"], "verdict": verdict,
-        "summary": format!("Scripted check of {} declared input(s).", read.len()), "findings": findings,
-        "inputs_read": read, "capabilities_used": used}),
-    )
 }

@@ -3,8 +3,8 @@
 use std::{io::IsTerminal as _, path::PathBuf};
 
 use clap::Args;
-use rimthan_registry::Harness;
-use rimthan_stage::{Fault, Protocol, StageConfig, StepRecord, Target, run};
+use rimthan_registry::{ChannelName, Harness, IdError, Version, WorkflowId};
+use rimthan_stage::{Fault, Protocol, SESSION_FILE, StageConfig, StepRecord, Target, run};
 
 use super::InputError;
 
@@ -22,6 +22,21 @@ pub(crate) struct StageArgs {
     /// The in-process server's store (default: a SQLite file in the project's .rimthan folder).
     #[arg(long)]
     database_url: Option<String>,
+    /// The in-process server's registry folder (default: the embedded registry).
+    #[arg(long)]
+    registry: Option<PathBuf>,
+    /// The in-process server's channel.
+    #[arg(long, default_value = "stable")]
+    channel: String,
+    /// The workflow to start (default: the release's only workflow).
+    #[arg(long)]
+    workflow: Option<String>,
+    /// Its version (default: the highest the release offers).
+    #[arg(long)]
+    workflow_version: Option<String>,
+    /// Make the first validator that runs fail once, so its step goes through `revise`.
+    #[arg(long)]
+    revise: bool,
     /// The project folder to work in (created if absent).
     #[arg(long)]
     project: PathBuf,
@@ -52,10 +67,21 @@ fn progress_line(record: &StepRecord, index: usize, total: usize, bar: bool) {
 
 impl StageArgs {
     pub(crate) fn run(self) -> anyhow::Result<()> {
-        let harness: Harness = self
-            .harness
-            .parse()
-            .map_err(|e: rimthan_registry::IdError| InputError(e.to_string()))?;
+        let input = |e: IdError| InputError(e.to_string());
+        let harness: Harness = self.harness.parse().map_err(input)?;
+        let workflow: Option<WorkflowId> = self
+            .workflow
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(input)?;
+        let workflow_version: Option<Version> = self
+            .workflow_version
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(input)?;
+        let channel: ChannelName = self.channel.parse().map_err(input)?;
         let fault: Option<Fault> = self
             .fault
             .as_deref()
@@ -72,33 +98,63 @@ impl StageArgs {
                 .into());
             }
         };
+        if self.url.is_some() && self.registry.is_some() {
+            return Err(InputError(
+                "--registry is for the in-process server; a server at --url serves its own".into(),
+            )
+            .into());
+        }
+        let project_existed = self.project.exists();
+        let state_dir = self.project.join(".rimthan");
+        let state_existed = state_dir.exists();
         let target = match self.url {
             Some(url) => Target::Url { url, protocol },
             None => {
-                let dir = self.project.join(".rimthan");
-                std::fs::create_dir_all(&dir)?;
-                let url = self
-                    .database_url
-                    .unwrap_or_else(|| format!("sqlite://{}", dir.join("stage.sqlite").display()));
-                Target::InProcess { database_url: url }
+                std::fs::create_dir_all(&state_dir)?;
+                let url = self.database_url.unwrap_or_else(|| {
+                    format!("sqlite://{}", state_dir.join("stage.sqlite").display())
+                });
+                Target::InProcess {
+                    database_url: url,
+                    registry: self.registry,
+                    channel,
+                }
             }
         };
         let config = StageConfig {
             harness,
             target,
             project: self.project,
+            workflow,
+            workflow_version,
             resume: self.resume,
             fault,
+            revise: self.revise,
         };
         let bar = std::io::stderr().is_terminal();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?;
-        let summary = runtime.block_on(run(&config, &mut |r, i, t| progress_line(r, i, t, bar)))?;
+        let result = runtime.block_on(run(&config, &mut |r, i, t| progress_line(r, i, t, bar)));
+        drop(runtime);
+        let summary = match result {
+            Ok(summary) => summary,
+            Err(e) => {
+                // A start that did not succeed leaves the project as it found it.
+                if !config.resume && !config.project.join(SESSION_FILE).exists() {
+                    if !project_existed {
+                        let _ = std::fs::remove_dir_all(&config.project);
+                    } else if !state_existed {
+                        let _ = std::fs::remove_dir_all(&state_dir);
+                    }
+                }
+                return Err(e.into());
+            }
+        };
 
         println!(
-            "session {} ({harness}): {}",
-            summary.session_id, summary.status
+            "session {} ({harness}, {}): {}",
+            summary.session_id, summary.workflow, summary.status
         );
         println!("{:<20} {:<10} {:>8}  FILES", "STEP", "OUTCOME", "MS");
         for step in &summary.steps {

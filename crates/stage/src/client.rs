@@ -1,0 +1,175 @@
+//! The MCP side of the harness: connecting (over HTTP or to a server started in-process),
+//! checking the server's identity, calling tools and reading resources.
+
+use std::sync::Arc;
+
+use rmcp::{
+    RoleClient, ServiceExt,
+    model::{CallToolRequestParams, ProtocolVersion, ReadResourceRequestParams, ResourceContents},
+    service::{ClientLifecycleMode, ClientServiceExt, RunningService},
+    transport::StreamableHttpClientTransport,
+};
+use serde_json::Value;
+
+use crate::{Protocol, StageError, Target};
+
+pub(crate) type Client = RunningService<RoleClient, ()>;
+
+pub(crate) async fn connect(target: &Target) -> Result<Client, StageError> {
+    let err = |e: &dyn std::fmt::Display| StageError::Connect(e.to_string());
+    match target {
+        Target::Url { url, protocol } => {
+            let transport = StreamableHttpClientTransport::from_uri(url.clone());
+            match protocol {
+                Protocol::V2025_11_25 => ().serve(transport).await.map_err(|e| err(&e)),
+                Protocol::V2026_07_28 => ()
+                    .serve_with_lifecycle(
+                        transport,
+                        ClientLifecycleMode::Discover {
+                            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                        },
+                    )
+                    .await
+                    .map_err(|e| err(&e)),
+            }
+        }
+        Target::InProcess {
+            database_url,
+            registry,
+            channel,
+        } => {
+            let registry = match registry {
+                None => rimthan_registry::verify_embedded(),
+                Some(dir) => rimthan_registry::RegistryFiles::from_dir(dir).and_then(|files| {
+                    rimthan_registry::verify_registry(&files, &rimthan_registry::external_policy())
+                }),
+            }
+            .map_err(StageError::Registry)?;
+            if registry.channel(channel).is_none() {
+                return Err(StageError::Connect(format!(
+                    "channel {channel} names no release in the registry"
+                )));
+            }
+            let store = rimthan_engine::store::open(database_url)
+                .await
+                .map_err(|e| err(&e))?;
+            let releases = Arc::new(rimthan_engine::Releases::new(registry, channel.clone()));
+            let engine = rimthan_engine::Engine::new(releases, store, None)
+                .await
+                .map_err(|e| err(&e))?;
+            let server = rimthan_mcp::RimthanServer::new(
+                Arc::new(engine),
+                rimthan_mcp::Profile::WorkflowEngine,
+            );
+            let (server_io, client_io) = tokio::io::duplex(1 << 20);
+            tokio::spawn(async move {
+                if let Ok(running) = server.serve(server_io).await {
+                    let _ = running.waiting().await;
+                }
+            });
+            ().serve(client_io).await.map_err(|e| err(&e))
+        }
+    }
+}
+
+/// The server must call itself a rimthan workflow engine and offer exactly the four tools.
+pub(crate) async fn verify_identity(client: &Client) -> Result<(), StageError> {
+    let info = client
+        .peer_info()
+        .and_then(|i| i.server_info.as_ref().map(|s| s.name.clone()));
+    if info.as_deref() != Some(rimthan_mcp::SERVER_NAME) {
+        return Err(StageError::Identity(format!("serverInfo name is {info:?}")));
+    }
+    let tools = client
+        .list_all_tools()
+        .await
+        .map_err(|e| StageError::Connect(e.to_string()))?;
+    let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
+    let expected = [
+        rimthan_mcp::START,
+        rimthan_mcp::ACTIVE_STEP,
+        rimthan_mcp::PREPARE,
+        rimthan_mcp::SUBMIT,
+    ];
+    if names != expected {
+        return Err(StageError::Identity(format!(
+            "tools are {names:?}, expected exactly {expected:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// A tool result: its structured content and whether it is an error outcome.
+pub(crate) async fn call(
+    client: &Client,
+    tool: &str,
+    arguments: Value,
+) -> Result<(Value, bool), StageError> {
+    let params =
+        CallToolRequestParams::new(tool.to_owned()).with_arguments(rmcp::model::object(arguments));
+    let result = client
+        .call_tool(params)
+        .await
+        .map_err(|e| StageError::Protocol {
+            tool: tool.into(),
+            detail: e.to_string(),
+        })?;
+    let value = result
+        .structured_content
+        .ok_or_else(|| StageError::Protocol {
+            tool: tool.into(),
+            detail: "no structured content".into(),
+        })?;
+    Ok((value, result.is_error == Some(true)))
+}
+
+/// The codes of a rejected or blocked result.
+pub(crate) fn codes(value: &Value) -> Vec<String> {
+    let list = value
+        .get("failures")
+        .or_else(|| value.get("blockers"))
+        .and_then(Value::as_array);
+    list.map(|l| {
+        l.iter()
+            .filter_map(|f| f["code"].as_str().map(str::to_owned))
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+pub(crate) fn str_field<'v>(
+    value: &'v Value,
+    tool: &str,
+    field: &str,
+) -> Result<&'v str, StageError> {
+    value[field].as_str().ok_or_else(|| StageError::Protocol {
+        tool: tool.into(),
+        detail: format!("no {field}"),
+    })
+}
+
+pub(crate) async fn read_resource(client: &Client, uri: &str) -> Result<Vec<u8>, StageError> {
+    let result = client
+        .read_resource(ReadResourceRequestParams::new(uri.to_owned()))
+        .await
+        .map_err(|e| StageError::Protocol {
+            tool: "resources/read".into(),
+            detail: format!("{uri}: {e}"),
+        })?;
+    match result.contents.into_iter().next() {
+        Some(ResourceContents::TextResourceContents { text, .. }) => Ok(text.into_bytes()),
+        _ => Err(StageError::Protocol {
+            tool: "resources/read".into(),
+            detail: format!("{uri}: no text content"),
+        }),
+    }
+}
+
+/// Reads a JSON resource (a definition, step, validator or schema).
+pub(crate) async fn read_json(client: &Client, uri: &str) -> Result<Value, StageError> {
+    let bytes = read_resource(client, uri).await?;
+    serde_json::from_slice(&bytes).map_err(|e| StageError::Protocol {
+        tool: "resources/read".into(),
+        detail: format!("{uri}: not JSON: {e}"),
+    })
+}
