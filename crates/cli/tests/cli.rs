@@ -189,3 +189,43 @@ fn keygen_never_overwrites_a_key() {
     assert_eq!(result.status.code(), Some(1));
     assert_eq!(std::fs::read(&key).unwrap(), b"precious");
 }
+
+/// The long flags `rimthan <command> --help` lists, without `--help`.
+fn help_flags(command: &str) -> std::collections::BTreeSet<String> {
+    let help = text(&rimthan(&[command, "--help"]).stdout);
+    help.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l
+                .strip_prefix("-")
+                .and_then(|r| r.split_once(", "))
+                .map_or(l, |(_, r)| r);
+            l.strip_prefix("--")
+                .map(|r| r.split([' ', '=']).next().unwrap_or_default().to_owned())
+        })
+        .filter(|f| f != "help")
+        .collect()
+}
+
+/// The flags in the first column of the README table under `heading`.
+fn readme_flags(heading: &str) -> std::collections::BTreeSet<String> {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let section = &readme[readme.find(heading).expect("heading")..];
+    let section = &section[heading.len()
+        ..section[heading.len()..]
+            .find("\n## ")
+            .map_or(section.len(), |i| i + heading.len())];
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `--"))
+        .map(|r| r.split(['`', ' ']).next().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_readme_stage_flag_table_lists_every_stage_flag() {
+    assert_eq!(
+        readme_flags("## Try a whole workflow without an agent"),
+        help_flags("stage")
+    );
+}

@@ -23,6 +23,10 @@ impl Drop for Server {
 }
 
 fn serve() -> Server {
+    serve_with(&[])
+}
+
+fn serve_with(extra: &[&str]) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -31,6 +35,7 @@ fn serve() -> Server {
         .port();
     let child = Command::new(BIN)
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(extra)
         .arg("--database-url")
         .arg(format!(
             "sqlite://{}",
@@ -197,4 +202,251 @@ fn resuming_without_a_session_file_is_an_input_error() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("workflow-session.json not found"));
+}
+
+/// The outside workflow's source (`tests/data/outside-workflow`) plus what a release shares
+/// across workflows (the host adapters and the base report schema), built and signed with a
+/// fresh key into a registry folder.
+struct OutsideRegistry {
+    dir: tempfile::TempDir,
+}
+
+impl OutsideRegistry {
+    fn build() -> Self {
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("source");
+        copy_tree(
+            &repo.join("crates/cli/tests/data/outside-workflow"),
+            &source,
+        );
+        copy_tree(
+            &repo.join("registry/source/adapters"),
+            &source.join("adapters"),
+        );
+        copy_tree(
+            &repo.join("registry/source/schemas/validator-report"),
+            &source.join("schemas/validator-report"),
+        );
+        let key = dir.path().join("author.key");
+        let registry = dir.path().join("registry");
+        for args in [
+            vec!["registry", "keygen", "--out", key.to_str().unwrap()],
+            vec![
+                "registry",
+                "build",
+                source.to_str().unwrap(),
+                "--out",
+                registry.to_str().unwrap(),
+                "--release",
+                "2027.1.0",
+                "--key",
+                key.to_str().unwrap(),
+                "--channel",
+                "stable",
+            ],
+        ] {
+            let out = Command::new(BIN).args(&args).output().unwrap();
+            assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        }
+        Self { dir }
+    }
+
+    fn path(&self) -> String {
+        self.dir.path().join("registry").display().to_string()
+    }
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else if entry.file_name() != "README.md" {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn step_lines(output: &Output) -> Vec<String> {
+    stderr(output)
+        .lines()
+        .filter(|l| l.starts_with("step "))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_workflow_written_outside_the_repository_completes_on_every_pinned_harness() {
+    let registry = OutsideRegistry::build();
+    let server = serve_with(&["--registry", &registry.path()]);
+    let registry_path = registry.path();
+    let runs: [(&str, Vec<&str>); 3] = [
+        (
+            "codex",
+            vec!["--url", &server.url, "--protocol", "2026-07-28"],
+        ),
+        (
+            "claude-code",
+            vec!["--url", &server.url, "--protocol", "2025-11-25"],
+        ),
+        ("codex", vec!["--registry", &registry_path]),
+    ];
+    for (harness, target) in runs {
+        let project = tempfile::tempdir().unwrap();
+        let dir = project.path().to_str().unwrap();
+        let mut args = vec!["--harness", harness, "--project", dir];
+        args.extend(target);
+        let out = stage(&args);
+        assert!(out.status.success(), "{harness}: {}", stderr(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("changelog-entry@1.0.0): completed"),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let lines = step_lines(&out);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(
+            lines[2].starts_with("step 3/3 publish-notes completed"),
+            "{lines:?}"
+        );
+
+        // The author's example, a schema-valid generated entry, a placeholder naming the step.
+        let read = |p: &str| std::fs::read_to_string(project.path().join(p)).unwrap();
+        assert_eq!(
+            read("changes/notes.txt"),
+            std::fs::read_to_string(
+                "tests/data/outside-workflow/workflows/changelog-entry/1.0.0/examples/changes/notes.txt"
+            )
+            .unwrap()
+        );
+        let entry: serde_json::Value = serde_json::from_str(&read("changes/entry.json")).unwrap();
+        for field in ["kind", "summary", "ships_on", "issues"] {
+            assert!(entry.get(field).is_some(), "{field} in {entry}");
+        }
+        assert!(read("changes/check.sh").contains("publish-notes"));
+    }
+}
+
+#[test]
+fn a_harness_the_workflow_does_not_pin_is_blocked_and_nothing_is_written() {
+    let registry = OutsideRegistry::build();
+    let parent = tempfile::tempdir().unwrap();
+    let project = parent.path().join("project");
+    let out = stage(&[
+        "--harness",
+        "cowork",
+        "--registry",
+        &registry.path(),
+        "--project",
+        project.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unsupported_harness"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !project.exists(),
+        "a refused start leaves no project behind"
+    );
+}
+
+#[test]
+fn a_workflow_or_version_the_release_lacks_is_refused_with_the_servers_code() {
+    let registry = OutsideRegistry::build();
+    let project = tempfile::tempdir().unwrap();
+    let dir = project.path().to_str().unwrap();
+    let registry_path = registry.path();
+    for selection in [
+        vec!["--workflow", "no-such-workflow"],
+        vec![
+            "--workflow",
+            "changelog-entry",
+            "--workflow-version",
+            "9.9.9",
+        ],
+    ] {
+        let mut args = vec![
+            "--harness",
+            "codex",
+            "--registry",
+            &registry_path,
+            "--project",
+            dir,
+        ];
+        args.extend(&selection);
+        let out = stage(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{selection:?}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("unknown_workflow"),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(
+            std::fs::read_dir(project.path()).unwrap().count(),
+            0,
+            "nothing is written to an existing project before a start succeeds"
+        );
+    }
+}
+
+#[test]
+fn revise_sends_one_step_back_once_and_the_run_still_completes() {
+    let registry = OutsideRegistry::build();
+    let project = tempfile::tempdir().unwrap();
+    let out = stage(&[
+        "--harness",
+        "claude-code",
+        "--registry",
+        &registry.path(),
+        "--project",
+        project.path().to_str().unwrap(),
+        "--revise",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = step_lines(&out);
+    assert!(
+        lines[1].starts_with("step 2/3 draft-entry revise"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[2].starts_with("step 2/3 draft-entry advanced"),
+        "{lines:?}"
+    );
+    assert_eq!(lines.len(), 4, "{lines:?}");
+}
+
+#[test]
+fn each_fault_shows_its_code_on_a_workflow_written_outside_the_repository() {
+    let registry = OutsideRegistry::build();
+    for fault in rimthan_stage::Fault::ALL {
+        let project = tempfile::tempdir().unwrap();
+        let out = stage(&[
+            "--harness",
+            "codex",
+            "--registry",
+            &registry.path(),
+            "--project",
+            project.path().to_str().unwrap(),
+            "--fault",
+            fault.as_str(),
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{}", fault.as_str());
+        let code = fault.expected_code();
+        assert!(
+            stderr(&out).contains(&format!("the server answered {code} (expected {code})")),
+            "{}: {}",
+            fault.as_str(),
+            stderr(&out)
+        );
+    }
 }
