@@ -28,7 +28,8 @@ mkdir -p "$out"
 # One store for every cell: each cell starts a fresh server process on it, so a checkpoint
 # issued before the run stays valid (the checkpoint secret lives in the store).
 db="sqlite://$work/bench.sqlite"
-"$bin" stage --harness codex --project "$work/project" --database-url "$db" >/dev/null
+# The default release offers more than one workflow: name the one the figures were taken with.
+"$bin" stage --harness codex --workflow research-study --project "$work/project" --database-url "$db" >/dev/null
 checkpoint=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["checkpoint"])' "$work/project/.rimthan/workflow-session.json")
 printf '{"name": "rimthan.get_active_step", "arguments": {"checkpoint": "%s"}}\n' "$checkpoint" > "$work/call.json"
 

@@ -10,6 +10,11 @@ A session is driven the way a harness would: start -> deliver the host assets (r
 and attest the digest of what is on disk) -> submit the empty report set -> for every work step,
 write the declared outputs, read them back, attest (sha256, size, symlink-freeness, parsed JSON
 content) -> submit one passing report per validator -> until status "completed".
+
+Every session test runs once per shipped workflow (`WORKFLOWS`): `research-study` (four steps,
+JSON and Markdown outputs, base reports) and `schema-migration` (three steps, SQL outputs, a
+validator whose report schema adds required fields and that needs `database.read`, no adapter
+pinned for `buzz`). Output content is the workflow's folder under `registry/samples/`.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from mcp.client.stdio import stdio_client
 
 RIMTHAN_BIN = os.environ.get("RIMTHAN_BIN", "")
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = REPO_ROOT / "registry" / "samples" / "research-study"
+SAMPLES_ROOT = REPO_ROOT / "registry" / "samples"
 
 SERVER_NAME = "rimthan-workflow-engine"
 START = "rimthan.start_workflow"
@@ -52,7 +57,6 @@ PREPARE = "rimthan.prepare_step_validation"
 SUBMIT = "rimthan.submit_step_reports"
 FOUR_TOOLS = [START, GET_ACTIVE, PREPARE, SUBMIT]
 BOOTSTRAP_URI = "rimthan://bootstrap/agent-entrypoint"
-STEPS = ["setup-workspace", "frame-question", "gather-sources", "synthesize-findings"]
 
 HARNESS = "claude-code"
 ADAPTER = {"id": "claude-code", "version": "1.1.0"}
@@ -66,7 +70,73 @@ CAPABILITIES = [
     "structured-reports",
     "project-local-assets",
 ]
-VALIDATOR_CAPABILITIES = ["workspace.read", "web.read", "git.read"]
+
+
+@dataclass(frozen=True)
+class WorkflowCase:
+    """What the suite needs to know about one shipped workflow to drive and check a session."""
+
+    id: str
+    steps: list[str]
+    outputs: list[str]  # every declared output path, in step order
+    claude_assets: list[str]  # the project-local files a claude-code setup writes
+    validator_capabilities: list[str]  # exactly what the workflow's validators need
+    # Per validator id: fields its own report schema adds, and capabilities its plan must carry.
+    report_extras: dict[str, dict[str, Any]] = field(default_factory=dict)
+    plan_capabilities: dict[str, list[str]] = field(default_factory=dict)
+    unpinned_harnesses: list[str] = field(default_factory=list)
+
+    @property
+    def samples(self) -> Path:
+        return SAMPLES_ROOT / self.id
+
+
+WORKFLOWS = [
+    WorkflowCase(
+        id="research-study",
+        steps=["setup-workspace", "frame-question", "gather-sources", "synthesize-findings"],
+        outputs=["research/question.json", "research/sources.json", "research/notes.md", "research/findings.md"],
+        claude_assets=[
+            ".claude/skills/rimthan-research/SKILL.md",
+            ".claude/agents/scope-reviewer.md",
+            ".claude/agents/source-auditor.md",
+            ".claude/agents/claim-checker.md",
+            ".claude/commands/rimthan-resume.md",
+        ],
+        validator_capabilities=["workspace.read", "web.read", "git.read"],
+    ),
+    WorkflowCase(
+        id="schema-migration",
+        steps=["setup-workspace", "describe-change", "write-migration"],
+        outputs=["migration/change.json", "migration/up.sql", "migration/down.sql", "migration/verify.sql"],
+        claude_assets=[
+            ".claude/skills/rimthan-migration/SKILL.md",
+            ".claude/agents/change-reviewer.md",
+            ".claude/agents/migration-checker.md",
+            ".claude/commands/rimthan-resume.md",
+        ],
+        validator_capabilities=["workspace.read", "database.read"],
+        report_extras={
+            "migration-checker": {
+                "statements_checked": 10,
+                "reversible": True,
+                "destructive_statements": [
+                    {
+                        "path": "migration/down.sql",
+                        "line": 47,
+                        "statement": "ALTER TABLE public.orders DROP COLUMN IF EXISTS sales_channel",
+                        "destroys": "Every order's sales channel; 'phone' and 'partner' are copied out first.",
+                    }
+                ],
+                "server_version": "PostgreSQL 16.4",
+            }
+        },
+        plan_capabilities={"migration-checker": ["workspace.read", "database.read"]},
+        unpinned_harnesses=["buzz"],
+    ),
+]
+WORKFLOW_IDS = [w.id for w in WORKFLOWS]
+RESEARCH = WORKFLOWS[0]
 
 HTTP_MODES = ["legacy", "2026-07-28"]
 CALL_TIMEOUT_S = 60
@@ -183,6 +253,11 @@ def http_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(params=WORKFLOWS, ids=WORKFLOW_IDS)
+def workflow(request: pytest.FixtureRequest) -> WorkflowCase:
+    return request.param
 
 
 @pytest.fixture
@@ -317,19 +392,19 @@ async def deliver_host_assets(client: Client, project: Path, host_assets: list[d
     return deliveries
 
 
-def host_attestation(deliveries: list[dict[str, Any]]) -> dict[str, Any]:
+def host_attestation(wf: WorkflowCase, deliveries: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "harness": HARNESS,
         "adapter": ADAPTER,
         "capabilities": CAPABILITIES,
-        "validator_capabilities": VALIDATOR_CAPABILITIES,
+        "validator_capabilities": wf.validator_capabilities,
         "deliveries": deliveries,
     }
 
 
-def write_and_attest_output(project: Path, output: dict[str, Any]) -> dict[str, Any]:
+def write_and_attest_output(wf: WorkflowCase, project: Path, output: dict[str, Any]) -> dict[str, Any]:
     rel = output["path"]
-    sample = (SAMPLES / rel).read_bytes()
+    sample = (wf.samples / rel).read_bytes()
     write_project_file(project, rel, sample)
     on_disk = (project / rel).read_bytes()  # read back from disk; everything below is computed from it
     assert len(on_disk) <= output["max_bytes"], f"{rel}: {len(on_disk)} bytes > max_bytes {output['max_bytes']}"
@@ -358,34 +433,37 @@ def save_session_file(project: Path, payload: dict[str, Any]) -> None:
     write_project_file(project, session_file["path"], json.dumps(session_file["content"], indent=2).encode())
 
 
-def start_arguments(**host_overrides: Any) -> dict[str, Any]:
+def start_arguments(wf: WorkflowCase, **host_overrides: Any) -> dict[str, Any]:
     host = {
         "harness": HARNESS,
         "adapter": ADAPTER,
         "capabilities": CAPABILITIES,
-        "validator_capabilities": VALIDATOR_CAPABILITIES,
+        "validator_capabilities": wf.validator_capabilities,
     }
     host.update(host_overrides)
-    return {"workflow_id": "research-study", "host": host}
+    return {"workflow_id": wf.id, "host": host}
 
 
-def passing_reports(project: Path, plan: dict[str, Any]) -> list[dict[str, Any]]:
+def passing_reports(wf: WorkflowCase, project: Path, plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """One passing report per planned validator, carrying the fields its own report schema adds."""
     reports = []
     for v in plan["validators"]:
         inputs = [i["path"] for i in v["inputs"]]
         for rel in inputs:  # the validator reads its declared inputs
             assert (project / rel).is_file(), f"validator {v['id']} input {rel} is not on disk"
-        reports.append(
-            {
-                "validator_id": v["id"],
-                "validator_version": v["version"],
-                "verdict": "pass",
-                "summary": "Checked the declared inputs.",
-                "findings": [],
-                "inputs_read": inputs,
-                "capabilities_used": v["capabilities"],
-            }
-        )
+        for cap in wf.plan_capabilities.get(v["id"], []):
+            assert cap in v["capabilities"], f"validator {v['id']} is planned without {cap}: {v['capabilities']}"
+        report = {
+            "validator_id": v["id"],
+            "validator_version": v["version"],
+            "verdict": "pass",
+            "summary": "Checked the declared inputs.",
+            "findings": [],
+            "inputs_read": inputs,
+            "capabilities_used": v["capabilities"],
+        }
+        report.update(wf.report_extras.get(v["id"], {}))
+        reports.append(report)
     return reports
 
 
@@ -395,8 +473,9 @@ class SessionRun:
     steps: list[str] = field(default_factory=list)
 
 
-async def run_session(client: Client, project: Path) -> SessionRun:
-    payload = await call_ok(client, START, start_arguments())
+async def run_session(client: Client, project: Path, wf: WorkflowCase) -> SessionRun:
+    payload = await call_ok(client, START, start_arguments(wf))
+    assert payload["workflow"]["id"] == wf.id, payload["workflow"]
     assert payload["status"] == "active", payload
     assert payload["host_adapter"]["id"] == ADAPTER["id"]
     assert payload["host_adapter"]["version"] == ADAPTER["version"]
@@ -416,11 +495,13 @@ async def run_session(client: Client, project: Path) -> SessionRun:
             assert step["outputs"] == [] and step["validators"] == []
             assert payload["host_assets"], "setup step offers no host assets"
             prepare["host_attestation"] = host_attestation(
-                await deliver_host_assets(client, project, payload["host_assets"])
+                wf, await deliver_host_assets(client, project, payload["host_assets"])
             )
         else:
             assert step["outputs"], f"work step {step_id} declares no outputs"
-            prepare["output_attestation"] = {"artifacts": [write_and_attest_output(project, o) for o in step["outputs"]]}
+            prepare["output_attestation"] = {
+                "artifacts": [write_and_attest_output(wf, project, o) for o in step["outputs"]]
+            }
 
         plan = await call_ok(client, PREPARE, prepare)
         assert plan["status"] == "ready", plan
@@ -428,7 +509,7 @@ async def run_session(client: Client, project: Path) -> SessionRun:
         submit = {
             "checkpoint": payload["checkpoint"],
             "validation_id": plan["validation_id"],
-            "reports": passing_reports(project, plan),
+            "reports": passing_reports(wf, project, plan),
         }
         nxt = await call_ok(client, SUBMIT, submit)
         assert nxt["status"] in ("active", "completed"), nxt
@@ -440,22 +521,16 @@ async def run_session(client: Client, project: Path) -> SessionRun:
     return run
 
 
-def assert_completed_session(run: SessionRun, project: Path) -> None:
-    assert run.steps == STEPS
+def assert_completed_session(run: SessionRun, project: Path, wf: WorkflowCase) -> None:
+    assert run.steps == wf.steps
     final = run.final
     assert final["status"] == "completed"
     assert final.get("step") is None
     assert final["session_file"]["content"]["status"] == "completed"
     # Every declared output and every project-local asset is really on disk, with the sample bytes.
-    for rel in ("research/question.json", "research/sources.json", "research/notes.md", "research/findings.md"):
-        assert (project / rel).read_bytes() == (SAMPLES / rel).read_bytes()
-    for rel in (
-        ".claude/skills/rimthan-research/SKILL.md",
-        ".claude/agents/scope-reviewer.md",
-        ".claude/agents/source-auditor.md",
-        ".claude/agents/claim-checker.md",
-        ".claude/commands/rimthan-resume.md",
-    ):
+    for rel in wf.outputs:
+        assert (project / rel).read_bytes() == (wf.samples / rel).read_bytes()
+    for rel in wf.claude_assets:
         assert (project / rel).is_file(), f"host asset {rel} was not delivered"
     saved = json.loads((project / ".rimthan/workflow-session.json").read_bytes())
     assert saved["status"] == "completed" and saved["checkpoint"] == final["checkpoint"]
@@ -469,24 +544,87 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.mark.parametrize("mode", HTTP_MODES)
-async def test_http_whole_session(http_server: HttpServer, project: Path, mode: str) -> None:
+async def test_http_whole_session(http_server: HttpServer, project: Path, workflow: WorkflowCase, mode: str) -> None:
     with anyio.fail_after(TEST_TIMEOUT_S):
         async with http_client(http_server, mode) as client:
             expected = "2025-11-25" if mode == "legacy" else mode
             assert client.protocol_version == expected
-            run = await run_session(client, project)
-    assert_completed_session(run, project)
+            run = await run_session(client, project, workflow)
+    assert_completed_session(run, project, workflow)
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_stdio_whole_session(tmp_path: Path, project: Path, mode: str) -> None:
+async def test_stdio_whole_session(tmp_path: Path, project: Path, workflow: WorkflowCase, mode: str) -> None:
     with anyio.fail_after(TEST_TIMEOUT_S):
         async with stdio_session(tmp_path, mode) as client:
             expected = "2025-11-25" if mode == "legacy" else "2026-07-28"
             assert client.protocol_version == expected
             assert client.server_info is not None and client.server_info.name == SERVER_NAME
-            run = await run_session(client, project)
-    assert_completed_session(run, project)
+            run = await run_session(client, project, workflow)
+    assert_completed_session(run, project, workflow)
+
+
+@pytest.mark.parametrize("mode", HTTP_MODES)
+async def test_a_report_without_a_field_its_own_schema_requires_is_rejected(
+    http_server: HttpServer, project: Path, mode: str
+) -> None:
+    """migration-checker's report schema adds required fields; the base report alone is refused."""
+    wf = next(w for w in WORKFLOWS if w.report_extras)
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with http_client(http_server, mode) as client:
+            payload = await call_ok(client, START, start_arguments(wf))
+            while True:
+                step = payload["step"]
+                prepare: dict[str, Any] = {"checkpoint": payload["checkpoint"], "step_id": step["id"]}
+                if step["kind"] == "setup":
+                    deliveries = await deliver_host_assets(client, project, payload["host_assets"])
+                    prepare["host_attestation"] = host_attestation(wf, deliveries)
+                else:
+                    prepare["output_attestation"] = {
+                        "artifacts": [write_and_attest_output(wf, project, o) for o in step["outputs"]]
+                    }
+                plan = await call_ok(client, PREPARE, prepare)
+                reports = passing_reports(wf, project, plan)
+                extended = [r for r in reports if r["validator_id"] in wf.report_extras]
+                if not extended:
+                    payload = await call_ok(
+                        client,
+                        SUBMIT,
+                        {"checkpoint": payload["checkpoint"], "validation_id": plan["validation_id"], "reports": reports},
+                    )
+                    continue
+                for report in extended:
+                    for extra in wf.report_extras[report["validator_id"]]:
+                        report.pop(extra)
+                rejected = await call(
+                    client,
+                    SUBMIT,
+                    {"checkpoint": payload["checkpoint"], "validation_id": plan["validation_id"], "reports": reports},
+                )
+                assert rejected.is_error is True
+                sc = rejected.structured_content
+                assert sc["status"] == "rejected", sc
+                assert "report_schema_invalid" in codes(sc["failures"]), sc
+                return
+
+
+@pytest.mark.parametrize("mode", HTTP_MODES)
+async def test_a_harness_the_workflow_does_not_pin_is_blocked(http_server: HttpServer, mode: str) -> None:
+    cases = [(w, h) for w in WORKFLOWS for h in w.unpinned_harnesses]
+    assert cases, "no shipped workflow leaves a harness out"
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with http_client(http_server, mode) as client:
+            for wf, harness in cases:
+                result = await call(
+                    client,
+                    START,
+                    start_arguments(wf, harness=harness, adapter={"id": harness, "version": "1.1.0"}),
+                )
+                assert result.is_error is True
+                sc = result.structured_content
+                assert sc["status"] == "blocked", sc
+                assert codes(sc["blockers"]) == ["unsupported_harness"], sc
+                assert "checkpoint" not in sc and "session_file" not in sc
 
 
 # `auto` probes server/discover (2026-07-28) and reads serverInfo from its _meta stamp; `legacy`
@@ -559,7 +697,7 @@ async def test_blocked_start_legacy_adapter(http_server: HttpServer, mode: str) 
             result = await call(
                 client,
                 START,
-                start_arguments(harness="codex", adapter={"id": "legacy-generic", "version": "1.0.0"}),
+                start_arguments(RESEARCH, harness="codex", adapter={"id": "legacy-generic", "version": "1.0.0"}),
             )
     assert result.is_error is True
     sc = result.structured_content
@@ -571,16 +709,18 @@ async def test_blocked_start_legacy_adapter(http_server: HttpServer, mode: str) 
 
 
 @pytest.mark.parametrize("mode", HTTP_MODES)
-async def test_rejected_attestation_asset_digest(http_server: HttpServer, project: Path, mode: str) -> None:
+async def test_rejected_attestation_asset_digest(
+    http_server: HttpServer, project: Path, workflow: WorkflowCase, mode: str
+) -> None:
     with anyio.fail_after(TEST_TIMEOUT_S):
         async with http_client(http_server, mode) as client:
-            payload = await call_ok(client, START, start_arguments())
+            payload = await call_ok(client, START, start_arguments(workflow))
             deliveries = await deliver_host_assets(client, project, payload["host_assets"])
             tampered = [dict(d) for d in deliveries]
             tampered[1]["sha256"] = "0" * 64
             prepare = {"checkpoint": payload["checkpoint"], "step_id": "setup-workspace"}
 
-            rejected = await call(client, PREPARE, {**prepare, "host_attestation": host_attestation(tampered)})
+            rejected = await call(client, PREPARE, {**prepare, "host_attestation": host_attestation(workflow, tampered)})
             assert rejected.is_error is True
             sc = rejected.structured_content
             assert sc["status"] == "rejected", sc
@@ -588,17 +728,17 @@ async def test_rejected_attestation_asset_digest(http_server: HttpServer, projec
             assert "validation_id" not in sc
 
             # Preparing does not move the checkpoint: the honest attestation is accepted next.
-            plan = await call_ok(client, PREPARE, {**prepare, "host_attestation": host_attestation(deliveries)})
+            plan = await call_ok(client, PREPARE, {**prepare, "host_attestation": host_attestation(workflow, deliveries)})
             assert plan["status"] == "ready"
             assert plan["validators"] == []
 
 
 @pytest.mark.parametrize("mode", HTTP_MODES)
-async def test_sdk_call_tool_accepts_active_payload(http_server: HttpServer, mode: str) -> None:
+async def test_sdk_call_tool_accepts_active_payload(http_server: HttpServer, workflow: WorkflowCase, mode: str) -> None:
     """Plain Client.call_tool (no helper) accepts active payloads; `findings` is always present."""
     with anyio.fail_after(TEST_TIMEOUT_S):
         async with http_client(http_server, mode) as client:
-            started = await client.call_tool(START, start_arguments())
+            started = await client.call_tool(START, start_arguments(workflow))
             assert started.is_error is not True
             assert started.structured_content["status"] == "active"
             assert started.structured_content["findings"] == []

@@ -1,5 +1,5 @@
 // The MCP Inspector CLI against the real rimthan binary over Streamable HTTP: the discovery
-// surface, and a whole research-study session driven by repeated `--method tools/call
+// surface, and a whole session of every shipped workflow driven by repeated `--method tools/call
 // --tool-args-json` invocations. Every invocation is a new process and a new MCP connection, so
 // the only thing that carries the session from one call to the next is the checkpoint.
 import assert from "node:assert/strict";
@@ -7,8 +7,8 @@ import { after, before, describe, test } from "node:test";
 import { inspector } from "./lib/inspector.mjs";
 import { startHttpServer, tempDir } from "./lib/server.mjs";
 import {
-  GET_ACTIVE, START, TEMPLATES, TOOLS,
-  assertProjectFiles, blockedStartArguments, rejectedAttestation, runSession,
+  GET_ACTIVE, START, TEMPLATES, TOOLS, WORKFLOWS,
+  assertProjectFiles, blockedStartArguments, rejectedAttestation, runSession, unpinnedStarts,
 } from "./lib/session.mjs";
 
 describe("MCP Inspector CLI, Streamable HTTP", () => {
@@ -39,7 +39,10 @@ describe("MCP Inspector CLI, Streamable HTTP", () => {
     const { result } = await cli.method("resources/list");
     const uris = result.resources.map((r) => r.uri);
     assert.ok(uris.includes("rimthan://bootstrap/agent-entrypoint"));
-    assert.ok(uris.some((u) => /^rimthan:\/\/registry\/[^/]+\/workflows\/research-study\/1\.0\.0\/definition$/.test(u)), uris.join("\n"));
+    for (const wf of WORKFLOWS) {
+      const definition = new RegExp(`^rimthan://registry/[^/]+/workflows/${wf.id}/1\\.0\\.0/definition$`);
+      assert.ok(uris.some((u) => definition.test(u)), `${wf.id} definition listed:\n${uris.join("\n")}`);
+    }
     assert.deepEqual(uris, [...uris].sort());
   });
 
@@ -56,17 +59,29 @@ describe("MCP Inspector CLI, Streamable HTTP", () => {
     assert.match(result.messages[0].content.text, /rimthan\.submit_step_reports/);
   });
 
-  test("a whole research-study session through repeated tools/call", { timeout: 240_000 }, async () => {
-    const project = await tempDir("inspector-project");
-    try {
-      const { final } = await runSession(cli, project.dir);
-      assert.equal(final.status, "completed");
-      await assertProjectFiles(project.dir, final);
-      const again = await cli.call(GET_ACTIVE, { checkpoint: final.checkpoint });
-      assert.equal(again.isError, false);
-      assert.equal(again.structured.status, "completed");
-    } finally {
-      await project.cleanup();
+  for (const wf of WORKFLOWS) {
+    test(`a whole ${wf.id} session through repeated tools/call`, { timeout: 240_000 }, async () => {
+      const project = await tempDir("inspector-project");
+      try {
+        const { final } = await runSession(cli, project.dir, wf);
+        assert.equal(final.status, "completed");
+        await assertProjectFiles(project.dir, final, wf);
+        const again = await cli.call(GET_ACTIVE, { checkpoint: final.checkpoint });
+        assert.equal(again.isError, false);
+        assert.equal(again.structured.status, "completed");
+      } finally {
+        await project.cleanup();
+      }
+    });
+  }
+
+  test("a harness a workflow does not pin is blocked with unsupported_harness", async () => {
+    const starts = unpinnedStarts();
+    assert.ok(starts.length > 0, "a shipped workflow leaves a harness out");
+    for (const { wf, harness, args } of starts) {
+      const blocked = await cli.call(START, args);
+      assert.equal(blocked.isError, true, `${wf.id} as ${harness}`);
+      assert.deepEqual(blocked.structured.blockers.map((b) => b.code), ["unsupported_harness"]);
     }
   });
 
@@ -82,7 +97,7 @@ describe("MCP Inspector CLI, Streamable HTTP", () => {
   test("a delivery whose sha256 is 64 zeros is rejected", { timeout: 120_000 }, async () => {
     const project = await tempDir("inspector-project");
     try {
-      const { prepared } = await rejectedAttestation(cli, project.dir);
+      const { prepared } = await rejectedAttestation(cli, project.dir, WORKFLOWS[0]);
       assert.equal(prepared.isError, true);
       assert.deepEqual(prepared.structured.failures.map((f) => f.code), ["asset_digest_mismatch"]);
     } finally {

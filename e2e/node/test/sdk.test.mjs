@@ -1,14 +1,15 @@
 // The official TypeScript SDK (@modelcontextprotocol/client) against the real rimthan binary:
-// whole research-study sessions over Streamable HTTP in the legacy era (2025-11-25, initialize
+// whole sessions of every shipped workflow (research-study, schema-migration) over Streamable HTTP in the legacy era (2025-11-25, initialize
 // and Mcp-Session-Id) and pinned to 2026-07-28 (server/discover, no session), and over stdio;
-// plus the discovery surface, a blocked start and a rejected attestation.
+// plus the discovery surface, blocked starts (legacy adapter, a harness a workflow does not pin)
+// and a rejected attestation.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { ResourceNotFoundError } from "@modelcontextprotocol/client";
 import { startHttpServer, stdioServer, tempDir } from "./lib/server.mjs";
 import {
-  GET_ACTIVE, START, TEMPLATES, TOOLS,
-  assertProjectFiles, blockedStartArguments, rejectedAttestation, runSession,
+  GET_ACTIVE, START, TEMPLATES, TOOLS, WORKFLOWS,
+  assertProjectFiles, blockedStartArguments, rejectedAttestation, runSession, unpinnedStarts,
 } from "./lib/session.mjs";
 import { httpClient, sdkDriver, stdioClient, structured } from "./lib/sdk.mjs";
 
@@ -56,9 +57,12 @@ function surfaceAndSessionTests(label, setup) {
 
     const templates = await ctx.client.listResourceTemplates();
     assert.deepEqual(templates.resourceTemplates.map((t) => t.name).sort(), [...TEMPLATES].sort());
-    const definition = uris.find((u) => /\/workflows\/research-study\/1\.0\.0\/definition$/.test(u));
-    assert.ok(definition, "the research-study definition is listed");
-    const read = await ctx.client.readResource({ uri: definition });
+    const definitions = WORKFLOWS.map((wf) => {
+      const found = uris.find((u) => u.endsWith(`/workflows/${wf.id}/1.0.0/definition`));
+      assert.ok(found, `the ${wf.id} definition is listed`);
+      return found;
+    });
+    const read = await ctx.client.readResource({ uri: definitions[0] });
     assert.equal(read.contents[0]._meta?.["rimthan/immutable"], true);
     if (ctx.era === "modern") {
       // SEP-2549: the list and read results carry the private cache scope and a TTL
@@ -89,18 +93,32 @@ function surfaceAndSessionTests(label, setup) {
     });
   });
 
-  test(`${label}: a whole research-study session completes with real files`, TIMEOUT, async () => {
-    await ctx.client.listTools(); // primes the SDK's outputSchema validation of every call below
-    const project = await tempDir("project");
-    try {
-      const { final } = await runSession(sdkDriver(ctx.client), project.dir);
-      assert.equal(final.status, "completed");
-      await assertProjectFiles(project.dir, final);
-      const again = await ctx.client.callTool({ name: GET_ACTIVE, arguments: { checkpoint: final.checkpoint } });
-      assert.notEqual(again.isError, true);
-      assert.equal(structured(again).status, "completed");
-    } finally {
-      await project.cleanup();
+  for (const wf of WORKFLOWS) {
+    test(`${label}: a whole ${wf.id} session completes with real files`, TIMEOUT, async () => {
+      await ctx.client.listTools(); // primes the SDK's outputSchema validation of every call below
+      const project = await tempDir("project");
+      try {
+        const { final } = await runSession(sdkDriver(ctx.client), project.dir, wf);
+        assert.equal(final.status, "completed");
+        await assertProjectFiles(project.dir, final, wf);
+        const again = await ctx.client.callTool({ name: GET_ACTIVE, arguments: { checkpoint: final.checkpoint } });
+        assert.notEqual(again.isError, true);
+        assert.equal(structured(again).status, "completed");
+      } finally {
+        await project.cleanup();
+      }
+    });
+  }
+
+  test(`${label}: a harness the workflow does not pin is blocked with unsupported_harness`, async () => {
+    const starts = unpinnedStarts();
+    assert.ok(starts.length > 0, "a shipped workflow leaves a harness out");
+    for (const { wf, harness, args } of starts) {
+      const result = await ctx.client.callTool({ name: START, arguments: args });
+      assert.equal(result.isError, true, `${wf.id} as ${harness}`);
+      const blocked = structured(result);
+      assert.equal(blocked.status, "blocked");
+      assert.deepEqual(blocked.blockers.map((b) => b.code), ["unsupported_harness"]);
     }
   });
 
@@ -115,18 +133,20 @@ function surfaceAndSessionTests(label, setup) {
     ]);
   });
 
-  test(`${label}: a delivery whose sha256 is 64 zeros is rejected`, TIMEOUT, async () => {
-    await ctx.client.listTools();
-    const project = await tempDir("project");
-    try {
-      const { prepared } = await rejectedAttestation(sdkDriver(ctx.client), project.dir);
-      assert.equal(prepared.isError, true);
-      assert.equal(prepared.structured.status, "rejected");
-      assert.deepEqual(prepared.structured.failures.map((f) => f.code), ["asset_digest_mismatch"]);
-    } finally {
-      await project.cleanup();
-    }
-  });
+  for (const wf of WORKFLOWS) {
+    test(`${label}: ${wf.id}: a delivery whose sha256 is 64 zeros is rejected`, TIMEOUT, async () => {
+      await ctx.client.listTools();
+      const project = await tempDir("project");
+      try {
+        const { prepared } = await rejectedAttestation(sdkDriver(ctx.client), project.dir, wf);
+        assert.equal(prepared.isError, true);
+        assert.equal(prepared.structured.status, "rejected");
+        assert.deepEqual(prepared.structured.failures.map((f) => f.code), ["asset_digest_mismatch"]);
+      } finally {
+        await project.cleanup();
+      }
+    });
+  }
 }
 
 describe("TypeScript SDK, Streamable HTTP, legacy era (2025-11-25)", () => {

@@ -1,8 +1,12 @@
-// The harness side of a research-study session, independent of the client that carries it
+// The harness side of a workflow session, independent of the client that carries it
 // (TypeScript SDK over HTTP or stdio, Inspector CLI). It is the JavaScript twin of `run_session`
 // in crates/mcp/tests/common/mod.rs, except that every file is really written into a temporary
 // project and READ BACK before it is attested: host assets come from resources/read of their
 // URI, step outputs are the registry samples copied to their declared paths.
+//
+// Every session runs once per shipped workflow (`WORKFLOWS`): research-study (four steps, JSON and
+// Markdown outputs, base reports) and schema-migration (three steps, SQL outputs, a validator
+// whose report schema adds required fields and that needs database.read, no buzz pin).
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { lstat, mkdir, readFile, writeFile } from "node:fs/promises";
@@ -23,11 +27,60 @@ export const TEMPLATES = [
   "validator-definition",
   "workflow-versioned-schema",
 ];
-export const STEPS = ["setup-workspace", "frame-question", "gather-sources", "synthesize-findings"];
 export const SESSION_FILE = ".rimthan/workflow-session.json";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
-export const SAMPLES = join(repoRoot, "registry/samples/research-study");
+const samplesRoot = join(repoRoot, "registry/samples");
+
+/**
+ * What the suites need to know about each shipped workflow. `codexAssets` are the files a codex
+ * setup writes project-local; `reportExtras` the fields a validator's own report schema adds;
+ * `planCapabilities` capabilities a validator's plan entry must carry.
+ */
+export const WORKFLOWS = Object.freeze([
+  {
+    id: "research-study",
+    steps: ["setup-workspace", "frame-question", "gather-sources", "synthesize-findings"],
+    outputs: ["research/question.json", "research/sources.json", "research/notes.md", "research/findings.md"],
+    codexAssets: [
+      ".agents/skills/rimthan-research/SKILL.md",
+      ".codex/agents/scope-reviewer.toml",
+      ".codex/agents/source-auditor.toml",
+      ".codex/agents/claim-checker.toml",
+    ],
+    validatorCapabilities: ["workspace.read", "web.read", "git.read"],
+    reportExtras: {},
+    planCapabilities: {},
+    unpinnedHarnesses: [],
+  },
+  {
+    id: "schema-migration",
+    steps: ["setup-workspace", "describe-change", "write-migration"],
+    outputs: ["migration/change.json", "migration/up.sql", "migration/down.sql", "migration/verify.sql"],
+    codexAssets: [
+      ".agents/skills/rimthan-migration/SKILL.md",
+      ".codex/agents/change-reviewer.toml",
+      ".codex/agents/migration-checker.toml",
+    ],
+    validatorCapabilities: ["workspace.read", "database.read"],
+    reportExtras: {
+      "migration-checker": {
+        statements_checked: 10,
+        reversible: true,
+        destructive_statements: [{
+          path: "migration/down.sql",
+          line: 47,
+          statement: "ALTER TABLE public.orders DROP COLUMN IF EXISTS sales_channel",
+          destroys: "Every order's sales channel; 'phone' and 'partner' are copied out first.",
+        }],
+        server_version: "PostgreSQL 16.4",
+      },
+    },
+    planCapabilities: { "migration-checker": ["workspace.read", "database.read"] },
+    unpinnedHarnesses: ["buzz"],
+  },
+].map((w) => Object.freeze({ ...w, samples: join(samplesRoot, w.id) })));
+export const [RESEARCH] = WORKFLOWS;
 
 export const HOST = Object.freeze({
   harness: "codex",
@@ -42,14 +95,24 @@ export const HOST = Object.freeze({
     "structured-reports",
     "project-local-assets",
   ],
-  validator_capabilities: ["workspace.read", "web.read", "git.read"],
+  validator_capabilities: RESEARCH.validatorCapabilities,
 });
 
-export const startArguments = (host = HOST) => ({ workflow_id: "research-study", host: structuredClone(host) });
+/** The codex host declaring exactly the validator capabilities the workflow needs. */
+export const hostFor = (wf) => ({ ...structuredClone(HOST), validator_capabilities: [...wf.validatorCapabilities] });
+
+export const startArguments = (wf = RESEARCH, host = hostFor(wf)) => ({ workflow_id: wf.id, host: structuredClone(host) });
 
 /** codex declaring the legacy adapter: blocked before anything is stored. */
 export const blockedStartArguments = () =>
-  startArguments({ ...structuredClone(HOST), adapter: { id: "legacy-generic", version: "1.0.0" } });
+  startArguments(RESEARCH, { ...hostFor(RESEARCH), adapter: { id: "legacy-generic", version: "1.0.0" } });
+
+/** Each [workflow, harness] a workflow leaves out, declared with that harness's own adapter. */
+export const unpinnedStarts = () =>
+  WORKFLOWS.flatMap((wf) => wf.unpinnedHarnesses.map((harness) => ({
+    wf, harness,
+    args: startArguments(wf, { ...hostFor(wf), harness, adapter: { id: harness, version: "1.1.0" } }),
+  })));
 
 export const sha256 = (bytes) => createHash("sha256").update(bytes).digest("hex");
 
@@ -129,10 +192,10 @@ export async function hostAttestation(driver, project, payload, host = HOST, ove
 }
 
 /** The output attestation of a work step: the samples copied to the declared paths and read back. */
-export async function outputAttestation(project, step) {
+export async function outputAttestation(project, step, wf) {
   const artifacts = [];
   for (const o of step.outputs) {
-    const sample = await readFile(join(SAMPLES, o.path));
+    const sample = await readFile(join(wf.samples, o.path));
     const back = await writeAndReadBack(project, o.path, sample);
     assert.ok(back.bytes.length <= o.max_bytes, `${o.path} fits max_bytes`);
     const artifact = {
@@ -149,17 +212,26 @@ export async function outputAttestation(project, step) {
   return { artifacts };
 }
 
-/** One passing report per validator of a plan, reading exactly its declared inputs. */
-export const passingReports = (plan) =>
-  plan.validators.map((v) => ({
-    validator_id: v.id,
-    validator_version: v.version,
-    verdict: "pass",
-    summary: "Checked the declared inputs; they answer the step.",
-    findings: [],
-    inputs_read: v.inputs.map((i) => i.path),
-    capabilities_used: v.capabilities,
-  }));
+/**
+ * One passing report per validator of a plan, reading exactly its declared inputs and carrying
+ * the fields the validator's own report schema adds.
+ */
+export const passingReports = (plan, wf) =>
+  plan.validators.map((v) => {
+    for (const cap of wf.planCapabilities[v.id] ?? []) {
+      assert.ok(v.capabilities.includes(cap), `${v.id} is planned with ${cap}: ${v.capabilities}`);
+    }
+    return {
+      validator_id: v.id,
+      validator_version: v.version,
+      verdict: "pass",
+      summary: "Checked the declared inputs; they answer the step.",
+      findings: [],
+      inputs_read: v.inputs.map((i) => i.path),
+      capabilities_used: v.capabilities,
+      ...structuredClone(wf.reportExtras[v.id] ?? {}),
+    };
+  });
 
 async function persistSessionFile(project, payload) {
   assert.equal(payload.session_file?.path, SESSION_FILE);
@@ -170,12 +242,14 @@ async function persistSessionFile(project, payload) {
  * A whole session. `driver` = { call(tool, args) -> { structured, isError }, read(uri) -> result }.
  * Returns { final, steps } after asserting every step ends in status "completed".
  */
-export async function runSession(driver, project) {
-  const started = await driver.call(START, startArguments());
+export async function runSession(driver, project, wf) {
+  const host = hostFor(wf);
+  const started = await driver.call(START, startArguments(wf, host));
   assert.notEqual(started.isError, true, JSON.stringify(started.structured));
   let payload = started.structured;
   assert.equal(payload.status, "active", JSON.stringify(payload));
   assert.equal(payload.host_adapter.id, "codex");
+  assert.equal(payload.workflow.id, wf.id);
   await persistSessionFile(project, payload);
   const steps = [];
   let guard = 0;
@@ -184,8 +258,8 @@ export async function runSession(driver, project) {
     const step = payload.step;
     steps.push(step.id);
     const prepare = { checkpoint: payload.checkpoint, step_id: step.id };
-    if (step.kind === "setup") prepare.host_attestation = await hostAttestation(driver, project, payload);
-    else prepare.output_attestation = await outputAttestation(project, step);
+    if (step.kind === "setup") prepare.host_attestation = await hostAttestation(driver, project, payload, host);
+    else prepare.output_attestation = await outputAttestation(project, step, wf);
     const prepared = await driver.call(PREPARE, prepare);
     assert.notEqual(prepared.isError, true, JSON.stringify(prepared.structured));
     const plan = prepared.structured;
@@ -193,7 +267,7 @@ export async function runSession(driver, project) {
     const submitted = await driver.call(SUBMIT, {
       checkpoint: payload.checkpoint,
       validation_id: plan.validation_id,
-      reports: passingReports(plan),
+      reports: passingReports(plan, wf),
     });
     assert.notEqual(submitted.isError, true, JSON.stringify(submitted.structured));
     assert.notEqual(submitted.structured.checkpoint, payload.checkpoint, "submitting moves the checkpoint");
@@ -201,38 +275,35 @@ export async function runSession(driver, project) {
     assert.ok(["active", "completed"].includes(payload.status), JSON.stringify(payload));
     await persistSessionFile(project, payload);
   }
-  assert.deepEqual(steps, STEPS);
+  assert.deepEqual(steps, wf.steps);
   assert.equal(payload.step ?? null, null, "no active step once completed");
   return { final: payload, steps };
 }
 
-/** The files a completed codex session leaves in the project, each checked against its digest. */
-export async function assertProjectFiles(project, final) {
-  for (const rel of [
-    ".agents/skills/rimthan-research/SKILL.md",
-    ".codex/agents/scope-reviewer.toml",
-    ".codex/agents/source-auditor.toml",
-    ".codex/agents/claim-checker.toml",
-  ]) {
+/** The files a completed codex session leaves in the project: its assets and the samples. */
+export async function assertProjectFiles(project, final, wf) {
+  for (const rel of wf.codexAssets) {
     const bytes = await readFile(join(project, rel));
     assert.ok(bytes.length > 0, `${rel} is written`);
   }
-  for (const rel of ["research/question.json", "research/sources.json", "research/notes.md", "research/findings.md"]) {
-    assert.deepEqual(await readFile(join(project, rel)), await readFile(join(SAMPLES, rel)), `${rel} holds the sample`);
+  for (const rel of wf.outputs) {
+    assert.deepEqual(await readFile(join(project, rel)), await readFile(join(wf.samples, rel)), `${rel} holds the sample`);
   }
   const session = JSON.parse(await readFile(join(project, SESSION_FILE), "utf8"));
   assert.equal(session.status, "completed");
   assert.equal(session.checkpoint, final.checkpoint);
   assert.equal(session.session_id, final.session_id);
   assert.equal(session.server, "rimthan-workflow-engine");
+  assert.equal(session.workflow.id, wf.id);
 }
 
 /** A started session whose setup attestation claims one delivery's sha256 is 64 zeros. */
-export async function rejectedAttestation(driver, project) {
-  const started = await driver.call(START, startArguments());
+export async function rejectedAttestation(driver, project, wf) {
+  const host = hostFor(wf);
+  const started = await driver.call(START, startArguments(wf, host));
   assert.equal(started.structured.status, "active", JSON.stringify(started.structured));
   let tampered = false;
-  const attestation = await hostAttestation(driver, project, started.structured, HOST, (d) => {
+  const attestation = await hostAttestation(driver, project, started.structured, host, (d) => {
     if (tampered) return d;
     tampered = true;
     return { ...d, sha256: "0".repeat(64) };
