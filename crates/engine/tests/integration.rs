@@ -6,4 +6,5 @@ mod backends;
 mod blockers;
 mod common;
 mod faults;
+mod report_contracts;
 mod submissions;
