@@ -213,9 +213,11 @@ pub enum Severity {
     Error,
 }
 
-/// One validator report: the base fields the engine relies on, typed, plus whatever else the
-/// validator's `report_schema` declares. Unknown fields are not refused here (serde cannot
-/// flatten and deny at once); the report schema refuses what it does not declare.
+/// One validator report: the base fields below, plus any field the validator's own
+/// `report_schema` (named in the validation plan) declares beyond them. The whole report is
+/// validated against that schema.
+// Not `deny_unknown_fields` (serde cannot flatten and deny at once): the report schema refuses
+// what it does not declare, with a pointer, and the extras are bounded before it runs.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 pub struct Report {
     /// Validator id.
