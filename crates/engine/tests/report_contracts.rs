@@ -123,7 +123,9 @@ impl AtWork {
     /// Faithful passing reports, `file-counter`'s carrying `files_checked`, then `edit`.
     fn submission(&self, edit: impl FnOnce(&mut Value, &mut Value)) -> SubmitRequest {
         let mut req = submit(&self.payload, &self.plan, Verdict::Pass);
-        req.reports[0].extra.insert("files_checked".into(), json!(1));
+        req.reports[0]
+            .extra
+            .insert("files_checked".into(), json!(1));
         let mut counter = serde_json::to_value(&req.reports[0]).unwrap();
         let mut plain = serde_json::to_value(&req.reports[1]).unwrap();
         edit(&mut counter, &mut plain);

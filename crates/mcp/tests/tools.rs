@@ -120,20 +120,24 @@ async fn report_argument_errors_name_the_base_field() {
         "summary": "Checked.", "findings": [], "inputs_read": [], "capabilities_used": [],
         "files_checked": 1
     });
-    let submit = |report: serde_json::Value| {
-        json!({"checkpoint": "rc1.x.0.x", "validation_id": "v", "reports": [report]})
+    let submit = |report| {
+        let mut args = json!({"checkpoint": "rc1.x.0.x", "validation_id": "v"});
+        args["reports"] = json!([report]);
+        args
     };
     // A field beyond the base report passes the argument parse; its validator's schema judges it.
     let value = structured(&call(&client, rimthan_mcp::SUBMIT, submit(report.clone())).await);
-    assert_eq!(value["failures"][0]["code"], "invalid_checkpoint", "{value}");
+    assert_eq!(
+        value["failures"][0]["code"], "invalid_checkpoint",
+        "{value}"
+    );
 
     let mut bad = report.clone();
     bad["verdict"] = json!("maybe");
     let value = structured(&call(&client, rimthan_mcp::SUBMIT, submit(bad)).await);
     assert_eq!(value["failures"][0]["code"], "invalid_arguments");
     assert_eq!(
-        value["failures"][0]["detail"]["field"],
-        "reports[0].verdict",
+        value["failures"][0]["detail"]["field"], "reports[0].verdict",
         "{value}"
     );
 
@@ -141,8 +145,7 @@ async fn report_argument_errors_name_the_base_field() {
     bad["findings"] = json!([{"severity": "error", "message": "x", "pionter": "/a"}]);
     let value = structured(&call(&client, rimthan_mcp::SUBMIT, submit(bad)).await);
     assert_eq!(
-        value["failures"][0]["detail"]["field"],
-        "reports[0].findings[0].pionter",
+        value["failures"][0]["detail"]["field"], "reports[0].findings[0].pionter",
         "{value}"
     );
 
