@@ -129,6 +129,8 @@ codes! {
     ReportUnexpected = "report_unexpected",
     /// A report does not satisfy the report schema.
     ReportSchemaInvalid = "report_schema_invalid",
+    /// A report's fields beyond the base report are too many or too large to check.
+    ReportExtrasExceeded = "report_extras_exceeded",
     /// A report used a capability the validator was not allowed.
     CapabilityEscalation = "capability_escalation",
     /// A report read a path that is not a declared input.

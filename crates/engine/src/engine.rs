@@ -240,6 +240,7 @@ impl Engine {
             ledger: Default::default(),
             attested: Default::default(),
             findings: Vec::new(),
+            reports: Default::default(),
             created_at: now.clone(),
             updated_at: now,
         };
@@ -583,6 +584,7 @@ impl Engine {
             let mut next = session.clone();
             let plan = next.plan.take().expect("matched above");
             next.retire(plan.id.clone());
+            next.reports.insert(plan.step.clone(), req.reports.clone());
             let failing: Vec<_> = req
                 .reports
                 .iter()

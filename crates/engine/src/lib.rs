@@ -30,6 +30,7 @@ pub use engine::{Engine, SERVER_NAME};
 pub use error::EngineError;
 pub use payload::*;
 pub use releases::Releases;
+pub use reports::{MAX_REPORT_EXTRA_BYTES, MAX_REPORT_EXTRA_FIELDS};
 pub use request::*;
 pub use session::{Finding, HostBinding, Principal, Session, SessionId, Status};
 pub use store::{AuditEntry, Store, StoreError};

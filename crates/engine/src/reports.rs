@@ -1,6 +1,6 @@
 //! Checking a submitted report set against its validation plan (SPEC §5.6).
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, io};
 
 use rimthan_registry::ValidatorCapability;
 
@@ -11,6 +11,49 @@ use crate::{
     session::{PlanRecord, Session},
     view::Pinned,
 };
+
+/// The most fields a report may carry beyond the base report.
+pub const MAX_REPORT_EXTRA_FIELDS: usize = 64;
+
+/// The most bytes a report's fields beyond the base report may take, as compact JSON (names
+/// and values of those fields as one object).
+pub const MAX_REPORT_EXTRA_BYTES: usize = 64 * 1024;
+
+/// Counts serialized bytes, so sizing the extras allocates nothing.
+struct ByteCount(usize);
+
+impl io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A failure when `report`'s extra fields exceed the bounds, checked before its schema runs;
+/// the detail carries only counts, never the fields themselves.
+fn extras_out_of_bounds(report: &Report) -> Option<Failure> {
+    let fields = report.extra.len();
+    let mut bytes = ByteCount(0);
+    serde_json::to_writer(&mut bytes, &report.extra).expect("counting never fails");
+    let bytes = bytes.0;
+    (fields > MAX_REPORT_EXTRA_FIELDS || bytes > MAX_REPORT_EXTRA_BYTES).then(|| {
+        Failure::new(
+            Code::ReportExtrasExceeded,
+            format!(
+                "fields beyond the base report: {fields}, taking {bytes} bytes of JSON; at most \
+                 {MAX_REPORT_EXTRA_FIELDS} fields and {MAX_REPORT_EXTRA_BYTES} bytes are accepted, \
+                 so keep only what the validator's report schema declares"
+            ),
+        )
+        .with("fields", fields)
+        .with("max_fields", MAX_REPORT_EXTRA_FIELDS)
+        .with("bytes", bytes)
+        .with("max_bytes", MAX_REPORT_EXTRA_BYTES)
+    })
+}
 
 /// Checks `reports` against `plan`; an empty result means the set is complete and in bounds.
 pub(crate) fn check_reports(
@@ -64,15 +107,20 @@ pub(crate) fn check_reports(
             .with("expected", version.to_string())
             .with("actual", &report.validator_version)));
         }
-        let schema_ref = &validator.doc().report_schema;
-        let schema = pinned
-            .release
-            .schema(&schema_ref.id, &schema_ref.version)
-            .expect("verified reference");
-        let value = serde_json::to_value(report).expect("reports serialize");
-        let subject = format!("report of {id}");
-        if let Some(f) = schema_failure(Code::ReportSchemaInvalid, &subject, schema, &value) {
+        if let Some(f) = extras_out_of_bounds(report) {
             failures.push(at(f));
+        } else {
+            let schema_ref = &validator.doc().report_schema;
+            let schema = pinned
+                .release
+                .schema(&schema_ref.id, &schema_ref.version)
+                .expect("verified reference");
+            // Serialized with its extra fields, so the schema judges the report as submitted.
+            let value = serde_json::to_value(report).expect("reports serialize");
+            let subject = format!("report of {id}");
+            if let Some(f) = schema_failure(Code::ReportSchemaInvalid, &subject, schema, &value) {
+                failures.push(at(f));
+            }
         }
         let allowed: BTreeSet<ValidatorCapability> = validator
             .doc()

@@ -1,8 +1,12 @@
 //! Tool arguments as the engine receives them (SPEC §5.1, §5.5, §5.6, §5.8). Every struct
-//! rejects unknown fields; the MCP layer generates the tools' input schemas from these types.
+//! rejects unknown fields except [`Report`], which keeps the fields beyond the base report for
+//! its validator's own `report_schema` to judge; the MCP layer generates the tools' input
+//! schemas from these types.
 //!
 //! The harness and adapter of a declaration are kept as strings on purpose: an unknown harness
 //! or adapter is a start blocker with its own code, not an argument error.
+
+use std::collections::BTreeMap;
 
 use rimthan_registry::{
     AssetKind, ChannelName, DeliveryMode, Harness, HostCapability, ReleaseId, ValidatorCapability,
@@ -209,9 +213,12 @@ pub enum Severity {
     Error,
 }
 
-/// One validator report (the shipped `validator-report` schema).
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+/// One validator report: the base fields below, plus any field the validator's own
+/// `report_schema` (named in the validation plan) declares beyond them. The whole report is
+/// validated against that schema.
+// Not `deny_unknown_fields` (serde cannot flatten and deny at once): the report schema refuses
+// what it does not declare, with a pointer, and the extras are bounded before it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 pub struct Report {
     /// Validator id.
     pub validator_id: String,
@@ -227,10 +234,13 @@ pub struct Report {
     pub inputs_read: Vec<String>,
     /// Capabilities it used.
     pub capabilities_used: Vec<ValidatorCapability>,
+    /// Fields beyond the base report, as the validator's `report_schema` declares them.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
 }
 
 /// One finding of a report.
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReportFinding {
     /// Severity.

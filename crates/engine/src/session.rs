@@ -196,6 +196,11 @@ pub struct Session {
     pub attested: BTreeMap<String, Sha256Digest>,
     /// Findings of the last failed submission.
     pub findings: Vec<Finding>,
+    /// The last accepted report set of each submitted step, as submitted: a revise round is
+    /// replaced by the round that passed. Fields a validator's `report_schema` adds beyond the
+    /// base report are kept here with their report.
+    #[serde(default)]
+    pub reports: BTreeMap<StepId, Vec<crate::request::Report>>,
     /// RFC 3339 time of creation.
     pub created_at: String,
     /// RFC 3339 time of the last change.

@@ -47,6 +47,12 @@ pub(crate) async fn full_session_with_one_revise_round(store: Arc<dyn Store>) {
     assert_eq!(done.session_file.content.active_step, None);
 
     let session: rimthan_engine::SessionId = done.session_id.parse().unwrap();
+    // Each step keeps its last accepted report set: the passing round replaced the revise round.
+    let stored = store.load_session(&session).await.unwrap().unwrap();
+    assert_eq!(stored.reports.len(), 4);
+    let last = &stored.reports[&"synthesize-findings".parse().unwrap()];
+    assert!(!last.is_empty());
+    assert!(last.iter().all(|r| r.verdict == Verdict::Pass));
     let log = store.audit_log(&session).await.unwrap();
     let outcomes: Vec<_> = log
         .iter()

@@ -5,5 +5,7 @@ mod attestations;
 mod backends;
 mod blockers;
 mod common;
+mod docs;
 mod faults;
+mod report_contracts;
 mod submissions;

@@ -80,6 +80,86 @@ async fn argument_errors_are_tool_errors_naming_the_field() {
 }
 
 #[tokio::test]
+async fn report_items_keep_the_exact_base_shape_and_admit_the_validators_fields() {
+    let client = duplex_client(server(Profile::WorkflowEngine).await).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let submit = serde_json::to_value(&tools[3]).unwrap();
+    let report = &submit["inputSchema"]["$defs"]["Report"];
+    let base = [
+        "validator_id",
+        "validator_version",
+        "verdict",
+        "summary",
+        "findings",
+        "inputs_read",
+        "capabilities_used",
+    ];
+    assert_eq!(report["required"], json!(base));
+    let mut listed: Vec<_> = report["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    listed.sort();
+    let mut expected = base.map(str::to_owned).to_vec();
+    expected.sort();
+    assert_eq!(listed, expected);
+    assert_eq!(report["properties"]["verdict"]["$ref"], "#/$defs/Verdict");
+    assert_eq!(report["additionalProperties"], true);
+    let finding = &submit["inputSchema"]["$defs"]["ReportFinding"];
+    assert_eq!(finding["additionalProperties"], false);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn report_argument_errors_name_the_base_field() {
+    let client = duplex_client(server(Profile::WorkflowEngine).await).await;
+    let report = json!({
+        "validator_id": "scope-reviewer", "validator_version": "1.0.0", "verdict": "pass",
+        "summary": "Checked.", "findings": [], "inputs_read": [], "capabilities_used": [],
+        "files_checked": 1
+    });
+    let submit = |report| {
+        let mut args = json!({"checkpoint": "rc1.x.0.x", "validation_id": "v"});
+        args["reports"] = json!([report]);
+        args
+    };
+    // A field beyond the base report passes the argument parse; its validator's schema judges it.
+    let value = structured(&call(&client, rimthan_mcp::SUBMIT, submit(report.clone())).await);
+    assert_eq!(
+        value["failures"][0]["code"], "invalid_checkpoint",
+        "{value}"
+    );
+
+    let mut bad = report.clone();
+    bad["verdict"] = json!("maybe");
+    let value = structured(&call(&client, rimthan_mcp::SUBMIT, submit(bad)).await);
+    assert_eq!(value["failures"][0]["code"], "invalid_arguments");
+    assert_eq!(
+        value["failures"][0]["detail"]["field"], "reports[0].verdict",
+        "{value}"
+    );
+
+    let mut bad = report.clone();
+    bad["findings"] = json!([{"severity": "error", "message": "x", "pionter": "/a"}]);
+    let value = structured(&call(&client, rimthan_mcp::SUBMIT, submit(bad)).await);
+    assert_eq!(
+        value["failures"][0]["detail"]["field"], "reports[0].findings[0].pionter",
+        "{value}"
+    );
+
+    let mut misspelt = report;
+    let verdict = misspelt.as_object_mut().unwrap().remove("verdict").unwrap();
+    misspelt["verdikt"] = verdict;
+    let value = structured(&call(&client, rimthan_mcp::SUBMIT, submit(misspelt)).await);
+    assert_eq!(value["failures"][0]["code"], "invalid_arguments");
+    let message = value["failures"][0]["message"].as_str().unwrap();
+    assert!(message.contains("missing field `verdict`"), "{value}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
 async fn blocked_starts_are_tool_errors_with_codes() {
     let client = duplex_client(server(Profile::WorkflowEngine).await).await;
     let mut args = start_arguments("codex");

@@ -224,6 +224,7 @@ pub fn reports(plan: &ValidationPlan, verdict: Verdict) -> Vec<Report> {
             },
             inputs_read: v.inputs.iter().map(|i| i.path.clone()).collect(),
             capabilities_used: v.capabilities.clone(),
+            extra: Default::default(),
         })
         .collect()
 }
