@@ -195,6 +195,23 @@ pub enum RegistryError {
         /// The compiler's complaint.
         reason: String,
     },
+    /// A validator's report schema drops or retypes a field the engine relies on.
+    #[error(
+        "{file}: {entry}: report schema {schema}: {field}: {reason}; keep the base fields as the \
+         validator-report schema declares them (extra fields may be added)"
+    )]
+    ReportSchemaIncompatible {
+        /// Registry-relative path of the validator document.
+        file: String,
+        /// The validator (`validator <id>@<version>`).
+        entry: String,
+        /// The report schema (`<id>@<version>`).
+        schema: String,
+        /// The base field at fault (a JSON pointer into the schema when it is nested).
+        field: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A workflow breaks a structural rule.
     #[error("{file}: {entry}: {rule}: {reason}")]
     WorkflowInvalid {
@@ -342,6 +359,7 @@ impl RegistryError {
             RegistryError::DuplicateEntry { .. } => "duplicate_entry",
             RegistryError::DanglingReference { .. } => "dangling_reference",
             RegistryError::SchemaInvalid { .. } => "schema_invalid",
+            RegistryError::ReportSchemaIncompatible { .. } => "report_schema_incompatible",
             RegistryError::WorkflowInvalid { .. } => "workflow_invalid",
             RegistryError::AdapterPinInvalid { .. } => "adapter_pin_invalid",
             RegistryError::AdapterContractInvalid { .. } => "adapter_contract_invalid",

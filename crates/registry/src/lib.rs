@@ -25,10 +25,13 @@ mod error;
 mod files;
 mod frontmatter;
 mod ids;
+pub mod instance;
 mod model;
 mod path;
 mod release;
 mod renditions;
+pub mod report_contract;
+mod schema_check;
 mod signature;
 pub mod uri;
 mod verify;
@@ -47,6 +50,7 @@ pub use ids::{
     ReleaseId, SETUP_STEP, SchemaId, StepId, StepKind, ValidatorCapability, ValidatorExecution,
     ValidatorId, Version, WorkflowId, WritePolicy,
 };
+pub use instance::{example_or_instance, generate_instance};
 pub use model::{
     AdapterContract, AdapterPin, AssetDelivery, AssetRef, ChannelsFile, Entry, EntryKind,
     MANIFEST_FORMAT, MEDIA_JSON, MEDIA_MARKDOWN, MEDIA_TOML, Manifest, OutputDecl, SchemaRef,
@@ -57,5 +61,6 @@ pub use release::{
     Asset, Schema, Step, TrustAnchor, Validator, VerifiedRegistry, VerifiedRelease, Workflow,
 };
 pub use renditions::claude_tools;
+pub use report_contract::{BASE_REPORT_FIELDS, ContractBreach, JsonType, check_report_schema};
 pub use signature::{KeyId, PublicKeyFile, SignatureFile, SigningKey, SigningKeyFile};
 pub use verify::{CHANNELS_FILE, DRAFT_2020_12, TrustPolicy, verify_registry};
