@@ -185,14 +185,14 @@ pub enum RegistryError {
         /// What it names.
         reference: String,
     },
-    /// A JSON Schema does not compile as draft 2020-12.
-    #[error("{file}: {entry} is not a valid JSON Schema (draft 2020-12): {reason}")]
+    /// A JSON Schema does not compile as draft 2020-12, or one of its `examples` fails it.
+    #[error("{file}: {entry}: {reason}")]
     SchemaInvalid {
         /// Registry-relative path.
         file: String,
         /// The entry.
         entry: String,
-        /// The compiler's complaint.
+        /// Every problem (bounded), each at its JSON pointer.
         reason: String,
     },
     /// A validator's report schema drops or retypes a field the engine relies on.

@@ -12,7 +12,7 @@ use regex_syntax::hir::{Class, Hir, HirKind};
 use serde_json::{Map, Number, Value, json};
 
 /// Deepest nesting of subschemas (and `$ref` hops) followed before giving up.
-pub const MAX_DEPTH: usize = 32;
+const MAX_DEPTH: usize = 32;
 /// Longest string the generator writes (a `minLength` above it is given up on).
 const MAX_STRING_CHARS: u64 = 4096;
 /// Most array items or object properties the generator writes to meet a minimum.
@@ -447,16 +447,16 @@ fn number(schema: &Map<String, Value>, integer: bool, variant: u64) -> Option<Va
         (None, None) => None,
     };
     let fits = |x: f64| lower.is_none_or(|l| l.below(x)) && upper.is_none_or(|u| u.above(x));
-    // Integers (and multiples of the step) first: they suit both `integer` and `number`.
-    let start = match (lower, upper) {
-        (Some(l), _) => l.value(),
-        (None, Some(u)) if u.value() < 0.0 => u.value() - unit * 64.0,
-        _ => 0.0,
-    };
+    // Integers (and multiples of the step) first: they suit both `integer` and `number`. Search
+    // upwards from the lower bound (or 0), or downwards from a negative upper bound.
     let grid = if integer && step.is_none() { 1.0 } else { unit };
-    let first = (start / grid).floor() * grid;
+    let (first, direction) = match (lower, upper) {
+        (Some(l), _) => ((l.value() / grid).floor() * grid, 1.0),
+        (None, Some(u)) if u.value() < 0.0 => ((u.value() / grid).ceil() * grid, -1.0),
+        _ => (0.0, 1.0),
+    };
     let candidate = (0..=64u32)
-        .map(|k| first + grid * f64::from(k))
+        .map(|k| first + direction * grid * f64::from(k))
         .filter(|x| fits(*x) && (!integer || x.fract() == 0.0))
         .nth(usize::try_from(variant % 8).ok()?)
         .or_else(|| {

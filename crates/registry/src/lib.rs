@@ -8,6 +8,9 @@
 //! structural rule of the release format, and is the only way to obtain a [`VerifiedRegistry`]:
 //! holding one proves the content is what its publisher signed. [`build_release`] turns readable
 //! source files into a signed release; the default release is built that way and embedded.
+//! [`BASE_REPORT_FIELDS`] is the part of a validator report the engine reads, which every
+//! validator's report schema must keep; [`example_or_instance`] gives a worked instance of a
+//! JSON Schema (its own example, or a generated one that validates).
 //!
 //! ```
 //! let registry = rimthan_registry::verify_embedded()?;
@@ -25,12 +28,12 @@ mod error;
 mod files;
 mod frontmatter;
 mod ids;
-pub mod instance;
+mod instance;
 mod model;
 mod path;
 mod release;
 mod renditions;
-pub mod report_contract;
+mod report_contract;
 mod schema_check;
 mod signature;
 pub mod uri;
@@ -61,6 +64,9 @@ pub use release::{
     Asset, Schema, Step, TrustAnchor, Validator, VerifiedRegistry, VerifiedRelease, Workflow,
 };
 pub use renditions::claude_tools;
-pub use report_contract::{BASE_REPORT_FIELDS, ContractBreach, JsonType, check_report_schema};
+pub use report_contract::{
+    BASE_REPORT_FIELDS, ContractBreach, FINDING_REQUIRED, JsonType, SEVERITIES, VERDICTS,
+    check_report_schema,
+};
 pub use signature::{KeyId, PublicKeyFile, SignatureFile, SigningKey, SigningKeyFile};
 pub use verify::{CHANNELS_FILE, DRAFT_2020_12, TrustPolicy, verify_registry};

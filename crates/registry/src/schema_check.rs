@@ -13,6 +13,7 @@ use crate::verify::DRAFT_2020_12;
 pub(crate) const MAX_LISTED: usize = 20;
 /// Most validation errors listed for one failing example.
 pub(crate) const MAX_EXAMPLE_ERRORS: usize = 3;
+const NOT_A_SCHEMA: &str = "not a valid JSON Schema (draft 2020-12)";
 /// Longest single problem text, in characters.
 const MAX_MESSAGE_CHARS: usize = 200;
 
@@ -65,7 +66,11 @@ pub(crate) fn compile(value: &Value) -> Result<Validator, String> {
     match value.get("$schema") {
         None => {}
         Some(Value::String(s)) if s == DRAFT_2020_12 => {}
-        Some(_) => return Err(format!("at /$schema: use {DRAFT_2020_12:?}")),
+        Some(_) => {
+            return Err(format!(
+                "{NOT_A_SCHEMA}: 1 problem(s): at /$schema: use {DRAFT_2020_12:?}"
+            ));
+        }
     }
     let meta = jsonschema::draft202012::meta::validator();
     let mut problems: Vec<Problem> = meta.iter_errors(value).map(|e| Problem::of(&e)).collect();
@@ -75,12 +80,20 @@ pub(crate) fn compile(value: &Value) -> Result<Validator, String> {
         let total = problems.len();
         let more = total.saturating_sub(MAX_LISTED);
         problems.truncate(MAX_LISTED);
-        return Err(format!("{total} problem(s): {}", list(&problems, more)));
+        return Err(format!(
+            "{NOT_A_SCHEMA}: {total} problem(s): {}",
+            list(&problems, more)
+        ));
     }
     jsonschema::draft202012::options()
         .should_validate_formats(true)
         .build(value)
-        .map_err(|e| list(&[Problem::of(&e)], 0))
+        .map_err(|e| {
+            format!(
+                "{NOT_A_SCHEMA}: 1 problem(s): {}",
+                list(&[Problem::of(&e)], 0)
+            )
+        })
 }
 
 /// Each entry of a top-level `examples` array must satisfy the schema it illustrates.
