@@ -157,7 +157,11 @@ fn numbers_respect_bounds_and_multiples() {
     );
     assert_eq!(
         instance(json!({"type": "integer", "maximum": -3})),
-        json!(-67)
+        json!(-3)
+    );
+    assert_eq!(
+        instance(json!({"type": "integer", "exclusiveMaximum": -3})),
+        json!(-4)
     );
     assert_eq!(
         instance(json!({"type": "integer", "minimum": 10, "multipleOf": 4})),
