@@ -185,14 +185,31 @@ pub enum RegistryError {
         /// What it names.
         reference: String,
     },
-    /// A JSON Schema does not compile as draft 2020-12.
-    #[error("{file}: {entry} is not a valid JSON Schema (draft 2020-12): {reason}")]
+    /// A JSON Schema does not compile as draft 2020-12, or one of its `examples` fails it.
+    #[error("{file}: {entry}: {reason}")]
     SchemaInvalid {
         /// Registry-relative path.
         file: String,
         /// The entry.
         entry: String,
-        /// The compiler's complaint.
+        /// Every problem (bounded), each at its JSON pointer.
+        reason: String,
+    },
+    /// A validator's report schema drops or retypes a field the engine relies on.
+    #[error(
+        "{file}: {entry}: report schema {schema}: {field}: {reason}; keep the base fields as the \
+         validator-report schema declares them (extra fields may be added)"
+    )]
+    ReportSchemaIncompatible {
+        /// Registry-relative path of the validator document.
+        file: String,
+        /// The validator (`validator <id>@<version>`).
+        entry: String,
+        /// The report schema (`<id>@<version>`).
+        schema: String,
+        /// The base field at fault (a JSON pointer into the schema when it is nested).
+        field: String,
+        /// What is wrong.
         reason: String,
     },
     /// A workflow breaks a structural rule.
@@ -342,6 +359,7 @@ impl RegistryError {
             RegistryError::DuplicateEntry { .. } => "duplicate_entry",
             RegistryError::DanglingReference { .. } => "dangling_reference",
             RegistryError::SchemaInvalid { .. } => "schema_invalid",
+            RegistryError::ReportSchemaIncompatible { .. } => "report_schema_incompatible",
             RegistryError::WorkflowInvalid { .. } => "workflow_invalid",
             RegistryError::AdapterPinInvalid { .. } => "adapter_pin_invalid",
             RegistryError::AdapterContractInvalid { .. } => "adapter_contract_invalid",

@@ -8,6 +8,9 @@
 //! structural rule of the release format, and is the only way to obtain a [`VerifiedRegistry`]:
 //! holding one proves the content is what its publisher signed. [`build_release`] turns readable
 //! source files into a signed release; the default release is built that way and embedded.
+//! [`BASE_REPORT_FIELDS`] is the part of a validator report the engine reads, which every
+//! validator's report schema must keep; [`example_or_instance`] gives a worked instance of a
+//! JSON Schema (its own example, or a generated one that validates).
 //!
 //! ```
 //! let registry = rimthan_registry::verify_embedded()?;
@@ -30,6 +33,8 @@ mod model;
 mod path;
 mod release;
 mod renditions;
+mod report_contract;
+mod schema_check;
 mod signature;
 pub mod uri;
 mod verify;
@@ -48,7 +53,7 @@ pub use ids::{
     ReleaseId, SETUP_STEP, SchemaId, StepId, StepKind, ValidatorCapability, ValidatorExecution,
     ValidatorId, Version, WorkflowId, WritePolicy,
 };
-pub use instance::example_or_instance;
+pub use instance::{example_or_instance, generate_instance};
 pub use model::{
     AdapterContract, AdapterPin, AssetDelivery, AssetRef, ChannelsFile, Entry, EntryKind,
     MANIFEST_FORMAT, MEDIA_JSON, MEDIA_MARKDOWN, MEDIA_TOML, Manifest, OutputDecl, SchemaRef,
@@ -59,5 +64,9 @@ pub use release::{
     Asset, Schema, Step, TrustAnchor, Validator, VerifiedRegistry, VerifiedRelease, Workflow,
 };
 pub use renditions::claude_tools;
+pub use report_contract::{
+    BASE_REPORT_FIELDS, ContractBreach, FINDING_REQUIRED, JsonType, SEVERITIES, VERDICTS,
+    check_report_schema,
+};
 pub use signature::{KeyId, PublicKeyFile, SignatureFile, SigningKey, SigningKeyFile};
 pub use verify::{CHANNELS_FILE, DRAFT_2020_12, TrustPolicy, verify_registry};

@@ -28,7 +28,7 @@ use crate::{
     release::{
         Asset, Schema, Step, TrustAnchor, Validator, VerifiedRegistry, VerifiedRelease, Workflow,
     },
-    renditions,
+    renditions, report_contract, schema_check,
     signature::{KeyId, PublicKeyFile, SignatureCheck, SignatureFile, TrustedKeys},
 };
 
@@ -396,11 +396,20 @@ impl<'a> Structure<'a> {
         }
         for validator in release.validators.values() {
             let r = &validator.doc.report_schema;
-            if release.schema(&r.id, &r.version).is_none() {
+            let Some(schema) = release.schema(&r.id, &r.version) else {
                 return Err(
                     self.dangling(&validator.entry, format!("schema {}@{}", r.id, r.version))
                 );
-            }
+            };
+            report_contract::check_report_schema(schema.value()).map_err(|breach| {
+                RegistryError::ReportSchemaIncompatible {
+                    file: self.file(&validator.entry),
+                    entry: validator.entry.label(),
+                    schema: format!("{}@{}", r.id, r.version),
+                    field: breach.field,
+                    reason: breach.problem,
+                }
+            })?;
         }
         for workflow in release.workflows() {
             self.check_workflow(release, workflow)?;
@@ -562,20 +571,8 @@ impl<'a> Structure<'a> {
             entry: entry.label(),
             reason,
         };
-        match value.get("$schema") {
-            None => {}
-            Some(serde_json::Value::String(s)) if s == DRAFT_2020_12 => {}
-            Some(other) => {
-                return Err(invalid(format!(
-                    "$schema is {other}; use {DRAFT_2020_12:?}"
-                )));
-            }
-        }
-        jsonschema::draft202012::meta::validate(&value).map_err(|e| invalid(e.to_string()))?;
-        let validator = jsonschema::draft202012::options()
-            .should_validate_formats(true)
-            .build(&value)
-            .map_err(|e| invalid(e.to_string()))?;
+        let validator = schema_check::compile(&value).map_err(invalid)?;
+        schema_check::check_examples(&value, &validator).map_err(invalid)?;
         Ok(Schema {
             entry: entry.clone(),
             value,
@@ -997,6 +994,10 @@ impl<'a> Structure<'a> {
                 }
                 (None, false) => {}
             }
+            if let Some(example) = &output.example {
+                check_output_example(output, example)
+                    .map_err(|(rule, reason)| err(rule, reason))?;
+            }
         }
         for v in &doc.validators {
             let Some(validator) = release.validator(&v.id, &v.version) else {
@@ -1011,8 +1012,12 @@ impl<'a> Structure<'a> {
                 return Err(err(
                     "validator_input_unavailable",
                     format!(
-                        "validator {} reads {missing}, which no step up to this one produces",
-                        v.id
+                        "validator {}@{} ({}) reads artifact {missing}, which no step up to \
+                         this one produces; produce it in this or an earlier step, or drop it \
+                         from the validator's inputs",
+                        v.id,
+                        v.version,
+                        self.file(&validator.entry)
                     ),
                 ));
             }
@@ -1079,6 +1084,36 @@ impl<'a> Structure<'a> {
         }
         Ok(())
     }
+}
+
+/// An output's inline example: only for non-JSON outputs (JSON outputs illustrate themselves
+/// with their schema's `examples`), and within the size the output may have.
+fn check_output_example(
+    output: &crate::model::OutputDecl,
+    example: &str,
+) -> Result<(), (&'static str, String)> {
+    if output.media_type == MEDIA_JSON {
+        return Err((
+            "example_on_json_output",
+            format!(
+                "{} is JSON: give its example in its schema's `examples` array, not on the output",
+                output.artifact_id
+            ),
+        ));
+    }
+    if example.len() as u64 > output.max_bytes {
+        return Err((
+            "example_too_large",
+            format!(
+                "{}: the example is {} bytes, over the output's max_bytes of {}; shorten the \
+                 example or raise max_bytes",
+                output.artifact_id,
+                example.len(),
+                output.max_bytes
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn has_duplicates<T: Ord>(items: &[T]) -> bool {

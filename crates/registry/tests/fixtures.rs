@@ -1,15 +1,22 @@
 //! One test per folder under `tests/data/<scenario>/`: each applies its edits to a correctly
-//! signed copy of the default registry and asserts the exact code, rule and location.
+//! signed copy of the default registry and asserts the exact code, rule and location (or, for a
+//! case without `expect`, that the edited registry still verifies).
 
 use crate::common::{Case, test_registry, verify_external};
 
 fn assert_fixture(scenario: &str) {
     let case = Case::load(scenario);
     let files = case.apply();
+    let Some(expect) = &case.expect else {
+        if let Err(err) = verify_external(&files) {
+            panic!("{scenario} must verify ({}): {err}", case.description);
+        }
+        return;
+    };
     let err =
         verify_external(&files).expect_err(&format!("{scenario} must fail: {}", case.description));
-    assert_eq!(err.code(), case.expect.code, "{scenario}: {err}");
-    if let Some(rule) = &case.expect.rule {
+    assert_eq!(err.code(), expect.code, "{scenario}: {err}");
+    if let Some(rule) = &expect.rule {
         let actual = err
             .path_rule()
             .map(|r| r.code().to_owned())
@@ -22,11 +29,12 @@ fn assert_fixture(scenario: &str) {
             });
         assert_eq!(actual.as_deref(), Some(rule.as_str()), "{scenario}: {err}");
     }
-    assert!(
-        err.to_string().contains(&case.expect.names),
-        "{scenario}: {err} should name {}",
-        case.expect.names
-    );
+    for names in std::iter::once(&expect.names).chain(&expect.also_names) {
+        assert!(
+            err.to_string().contains(names.as_str()),
+            "{scenario}: {err} should name {names}"
+        );
+    }
 }
 
 #[test]
@@ -80,4 +88,13 @@ fixtures! {
     schema_that_does_not_compile_is_refused => "schema-does-not-compile",
     writable_codex_subagent_is_refused => "codex-subagent-not-read-only",
     channel_to_missing_release_is_refused => "channel-unknown-release",
+    report_schema_without_a_required_base_field_is_refused => "report-schema-drops-required-field",
+    report_schema_retyping_findings_is_refused => "report-schema-retypes-findings",
+    report_schema_adding_a_required_field_verifies => "report-schema-adds-required-field",
+    schema_example_failing_its_schema_is_refused => "schema-example-fails-schema",
+    example_on_a_json_output_is_refused => "example-on-json-output",
+    output_example_over_max_bytes_is_refused => "example-too-large",
+    schema_with_several_errors_reports_each_pointer => "schema-several-errors",
+    schema_errors_are_listed_up_to_twenty => "schema-many-errors",
+    validator_input_error_names_the_validator => "validator-input-unavailable",
 }

@@ -1,8 +1,11 @@
 //! Behaviour tests of the registry library: one binary, one module per concern.
 
 mod common;
+mod docs;
 mod fixtures;
+mod instance;
 mod manifest_fuzz;
 mod path_properties;
+mod report_contract;
 mod shipped_release;
 mod sources;

@@ -108,7 +108,9 @@ pub struct Case {
     /// Re-sign after the edits: `test` (default), `none`, or `default-key`.
     #[serde(default = "test_seal")]
     pub seal: String,
-    pub expect: Expect,
+    /// The refusal expected; absent for a case that must verify.
+    #[serde(default)]
+    pub expect: Option<Expect>,
 }
 
 fn test_seal() -> String {
@@ -123,6 +125,9 @@ pub struct Expect {
     pub rule: Option<String>,
     /// A substring the message must contain (the file or entry it names).
     pub names: String,
+    /// Further substrings the message must contain.
+    #[serde(default)]
+    pub also_names: Vec<String>,
 }
 
 /// An edit of a registry-relative file (`releases/…` paths may start with `@/` for the release).
@@ -141,7 +146,8 @@ pub enum Edit {
     Write { path: String, text: String },
     /// Write a file of `bytes` zero bytes.
     WriteZeros { path: String, bytes: usize },
-    /// Set a JSON pointer in a JSON file (rewritten canonically).
+    /// Set a JSON pointer in a JSON file (rewritten canonically); the last segment may name a
+    /// new key of an existing object.
     Set {
         path: String,
         pointer: String,
@@ -163,10 +169,18 @@ fn resolve(path: &str) -> String {
 }
 
 fn set_pointer(doc: &mut Value, pointer: &str, value: Value) {
-    let slot = doc
-        .pointer_mut(pointer)
+    if let Some(slot) = doc.pointer_mut(pointer) {
+        *slot = value;
+        return;
+    }
+    let (parent, key) = pointer
+        .rsplit_once('/')
         .unwrap_or_else(|| panic!("no JSON pointer {pointer}"));
-    *slot = value;
+    let object = doc
+        .pointer_mut(parent)
+        .and_then(Value::as_object_mut)
+        .unwrap_or_else(|| panic!("no JSON object at {parent} to add {key} to"));
+    object.insert(key.replace("~1", "/").replace("~0", "~"), value);
 }
 
 impl Case {
