@@ -33,7 +33,7 @@ mod signature;
 pub mod uri;
 mod verify;
 
-pub use builder::{BuiltRelease, build_release, publish, set_channel};
+pub use builder::{BuildWarning, BuiltRelease, build_release, publish, set_channel};
 pub use canonical::{is_canonical, to_canonical_bytes};
 pub use digest::{DigestParseError, Sha256Digest};
 pub use embedded::{

@@ -225,6 +225,10 @@ pub struct OutputDecl {
     pub max_bytes: u64,
     /// What the step may do to the path.
     pub write_policy: crate::ids::WritePolicy,
+    /// A worked example of a non-JSON output's content (JSON outputs use their schema's
+    /// `examples`), inlined from the source's `examples/` folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub example: Option<String>,
 }
 
 /// A step document.
