@@ -25,6 +25,7 @@ mod error;
 mod files;
 mod frontmatter;
 mod ids;
+mod init;
 mod model;
 mod path;
 mod release;
@@ -47,6 +48,7 @@ pub use ids::{
     ReleaseId, SETUP_STEP, SchemaId, StepId, StepKind, ValidatorCapability, ValidatorExecution,
     ValidatorId, Version, WorkflowId, WritePolicy,
 };
+pub use init::{INIT_WORKFLOW_ID, init_source};
 pub use model::{
     AdapterContract, AdapterPin, AssetDelivery, AssetRef, ChannelsFile, Entry, EntryKind,
     MANIFEST_FORMAT, MEDIA_JSON, MEDIA_MARKDOWN, MEDIA_TOML, Manifest, OutputDecl, SchemaRef,

@@ -50,7 +50,7 @@ pub(super) fn parse_frontmatter<'t, T: DeserializeOwned>(
 pub(super) fn parse_json<T: DeserializeOwned>(path: &Path) -> Result<T, RegistryError> {
     serde_json::from_slice(&read(path)?).map_err(|e| {
         let line = (e.line() > 0).then_some(e.line());
-        source_error_at(path, line, format!("not valid here: {e}"))
+        source_error_at(path, line, e.to_string())
     })
 }
 
