@@ -16,21 +16,26 @@
 //! the source file the author edits, also when the verifier refuses the built release.
 
 mod examples;
+mod layout;
 mod publish;
 mod source;
+mod warning;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    fmt,
     path::{Path, PathBuf},
 };
 
 use serde::Deserialize;
 
-pub use self::publish::{publish, set_channel};
+use self::layout::{check_unlisted_steps, check_version_folder};
 use self::source::{
-    expect_file, pairs, parse, parse_frontmatter, parse_json, read, read_text, sorted_names,
-    source_error, strip_version,
+    expect_file, pairs, parse, parse_frontmatter, parse_json, read, read_text, source_error,
+    strip_version,
+};
+pub use self::{
+    publish::{publish, set_channel},
+    warning::BuildWarning,
 };
 use crate::{
     canonical::to_canonical_bytes,
@@ -115,41 +120,6 @@ pub struct BuiltRelease {
     /// What the build accepted but the author should look at (`registry build --strict`
     /// refuses them).
     pub warnings: Vec<BuildWarning>,
-}
-
-/// Something a build accepts but an author probably did not mean.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum BuildWarning {
-    /// A schema no output and no validator's `report_schema` names. Legitimate for
-    /// release-level schemas a release publishes for hosts (such as a session file's).
-    UnusedSchema {
-        /// The schema's source file.
-        file: String,
-        /// `<id>@<version>`.
-        schema: String,
-    },
-}
-
-impl BuildWarning {
-    /// The stable snake_case code of this warning.
-    pub fn code(&self) -> &'static str {
-        match self {
-            BuildWarning::UnusedSchema { .. } => "unused_schema",
-        }
-    }
-}
-
-impl fmt::Display for BuildWarning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BuildWarning::UnusedSchema { file, schema } => write!(
-                f,
-                "{file}: schema {schema} is used by no output and no validator's report_schema; \
-                 reference it or delete the file (keep it if the release publishes it for hosts)"
-            ),
-        }
-    }
 }
 
 struct Builder {
@@ -537,62 +507,6 @@ impl OutputSource {
             example: None,
         }
     }
-}
-
-/// A workflow version folder holds `workflow.json`, `steps/` and optionally `examples/`.
-fn check_version_folder(root: &Path) -> Result<(), RegistryError> {
-    if !root.is_dir() {
-        return Err(source_error(
-            root,
-            "expected a folder workflows/<id>/<version>/ holding workflow.json and steps/".into(),
-        ));
-    }
-    for name in sorted_names(root)? {
-        if !matches!(name.as_str(), "workflow.json" | "steps" | "examples")
-            && !name.eq_ignore_ascii_case("workflow.json")
-        {
-            return Err(source_error(
-                &root.join(&name),
-                "not part of a workflow version folder, which holds workflow.json, steps/ and \
-                 optionally examples/; move or delete it"
-                    .into(),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Every file in `steps/` is `<id>.md` for an id the workflow lists: an unlisted step file is
-/// an author's mistake, never silently dropped.
-fn check_unlisted_steps(
-    dir: &Path,
-    listed: &[StepId],
-    def_path: &Path,
-) -> Result<(), RegistryError> {
-    if !dir.is_dir() {
-        return Ok(());
-    }
-    for name in sorted_names(dir)? {
-        let is_listed = name
-            .strip_suffix(".md")
-            .is_some_and(|stem| listed.iter().any(|s| s.as_str() == stem));
-        // A near miss of a listed step is reported as that step's missing file instead.
-        let near_listed = listed.iter().any(|s| {
-            let stem = name.rsplit_once('.').map_or(name.as_str(), |(s, _)| s);
-            stem.eq_ignore_ascii_case(s.as_str())
-        });
-        if !is_listed && !near_listed {
-            return Err(source_error(
-                &dir.join(&name),
-                format!(
-                    "not a step of this workflow: {} lists no step of this name (step files are \
-                     steps/<step id>.md); add it to the steps list or delete the file",
-                    def_path.display()
-                ),
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn entry(kind: EntryKind, id: &str, version: &Version, path: String, media_type: &str) -> Entry {

@@ -230,6 +230,7 @@ cases! {
     a_mis_cased_step_file_names_both_names => "step-file-mis-cased",
     a_step_file_with_another_extension_names_both_names => "step-file-wrong-extension",
     an_unlisted_step_file_is_refused => "step-file-unlisted",
+    a_mis_cased_copy_of_a_step_file_is_refused => "step-file-duplicate-case",
     a_missing_workflow_json_is_refused => "workflow-json-missing",
     a_workflow_json_syntax_error_names_its_line => "workflow-json-syntax-error",
     a_stray_file_in_a_version_folder_is_refused => "version-folder-stray-file",
