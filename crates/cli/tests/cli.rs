@@ -229,3 +229,160 @@ fn the_readme_stage_flag_table_lists_every_stage_flag() {
         help_flags("stage")
     );
 }
+
+#[test]
+fn an_initialized_source_builds_and_verifies_as_written() {
+    let work = tempfile::tempdir().unwrap();
+    let src = work.path().join("source");
+    let key = work.path().join("org.key");
+    let reg = work.path().join("registry");
+    let (src, key, reg) = (
+        src.to_str().unwrap(),
+        key.to_str().unwrap(),
+        reg.to_str().unwrap(),
+    );
+    let init = rimthan(&["registry", "init", src]);
+    assert!(init.status.success(), "{}", text(&init.stderr));
+    let printed = text(&init.stdout);
+    assert!(
+        printed.contains("workflows/my-workflow/1.0.0/workflow.json")
+            && printed.contains("rimthan registry build"),
+        "{printed}"
+    );
+    assert!(
+        rimthan(&["registry", "keygen", "--out", key])
+            .status
+            .success()
+    );
+    let build = rimthan(&[
+        "registry",
+        "build",
+        src,
+        "--out",
+        reg,
+        "--release",
+        "0.1.0",
+        "--key",
+        key,
+        "--channel",
+        "stable",
+        "--strict",
+    ]);
+    assert!(build.status.success(), "{}", text(&build.stderr));
+    assert_eq!(
+        text(&build.stderr),
+        "",
+        "an initialized source has no warnings"
+    );
+    let verify = rimthan(&["registry", "verify", reg]);
+    assert!(verify.status.success(), "{}", text(&verify.stderr));
+    let inspect = rimthan(&["registry", "inspect", reg]);
+    assert!(text(&inspect.stdout).contains("workflow my-workflow@1.0.0"));
+}
+
+#[test]
+fn init_into_a_folder_that_is_not_empty_exits_1() {
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("mine.txt"), b"keep").unwrap();
+    let init = rimthan(&["registry", "init", work.path().to_str().unwrap()]);
+    assert_eq!(init.status.code(), Some(1));
+    assert!(
+        text(&init.stderr).contains("error[source_invalid]"),
+        "{}",
+        text(&init.stderr)
+    );
+    assert_eq!(
+        std::fs::read(work.path().join("mine.txt")).unwrap(),
+        b"keep"
+    );
+}
+
+#[test]
+fn build_prints_warnings_and_strict_refuses_them() {
+    let work = tempfile::tempdir().unwrap();
+    let src = work.path().join("source");
+    let key = work.path().join("org.key");
+    let (src_s, key_s) = (src.to_str().unwrap(), key.to_str().unwrap());
+    assert!(rimthan(&["registry", "init", src_s]).status.success());
+    std::fs::write(
+        src.join("schemas/result/2.0.0.json"),
+        b"{\"type\": \"object\"}",
+    )
+    .unwrap();
+    assert!(
+        rimthan(&["registry", "keygen", "--out", key_s])
+            .status
+            .success()
+    );
+    let build = |reg: &str, strict: bool| {
+        let reg = work.path().join(reg);
+        let mut args = vec![
+            "registry",
+            "build",
+            src_s,
+            "--out",
+            reg.to_str().unwrap(),
+            "--release",
+            "0.1.0",
+            "--key",
+            key_s,
+        ];
+        if strict {
+            args.push("--strict");
+        }
+        (rimthan(&args), reg.join("releases/0.1.0").exists())
+    };
+    let (lenient, published) = build("lenient", false);
+    assert!(lenient.status.success() && published);
+    assert!(
+        text(&lenient.stderr).contains("warning[unused_schema]")
+            && text(&lenient.stderr).contains("schemas/result/2.0.0.json"),
+        "{}",
+        text(&lenient.stderr)
+    );
+    let (strict, published) = build("strict", true);
+    assert_eq!(strict.status.code(), Some(1));
+    assert!(!published);
+    assert!(
+        text(&strict.stderr).contains("error[unused_schema]"),
+        "{}",
+        text(&strict.stderr)
+    );
+}
+
+#[test]
+fn a_missing_step_file_is_source_invalid_with_exit_1() {
+    let work = tempfile::tempdir().unwrap();
+    let src = work.path().join("source");
+    let key = work.path().join("org.key");
+    let (src_s, key_s) = (src.to_str().unwrap(), key.to_str().unwrap());
+    assert!(rimthan(&["registry", "init", src_s]).status.success());
+    let steps = src.join("workflows/my-workflow/1.0.0/steps");
+    std::fs::rename(steps.join("write-result.md"), steps.join("Write-Result.md")).unwrap();
+    assert!(
+        rimthan(&["registry", "keygen", "--out", key_s])
+            .status
+            .success()
+    );
+    let reg = work.path().join("registry");
+    let build = rimthan(&[
+        "registry",
+        "build",
+        src_s,
+        "--out",
+        reg.to_str().unwrap(),
+        "--release",
+        "0.1.0",
+        "--key",
+        key_s,
+    ]);
+    assert_eq!(build.status.code(), Some(1));
+    let err = text(&build.stderr);
+    assert!(
+        err.contains("error[source_invalid]")
+            && err.contains("steps/write-result.md")
+            && err.contains("found Write-Result.md"),
+        "{err}"
+    );
+    assert!(!err.contains("os error"), "{err}");
+}

@@ -1,40 +1,59 @@
 //! Building a signed release from its readable source folder (the `rimthan registry build`
 //! command), and publishing it into a registry folder without ever rewriting a release.
 //!
-//! Source layout (see `docs/registry-format.md`):
+//! Source layout (see `docs/registry-format.md` §5):
 //!
 //! ```text
 //! workflows/<id>/<version>/workflow.json      steps/<step>.md (YAML frontmatter + instructions)
+//!                          examples/<output path>  (optional worked examples, non-JSON outputs)
 //! validators/<id>/<version>.md                 (also yields the subagent asset and renditions)
 //! skills/<id>/<version>/SKILL.md  commands/<id>/<version>.md  adapters/<id>/<version>.md
 //! schemas/<id>/<version>.json
 //! ```
 //!
 //! The output is deterministic: the same source and key give the same bytes, which is how the
-//! embedded default release is proven to come from the committed source.
+//! embedded default release is proven to come from the committed source. Every diagnostic names
+//! the source file the author edits, also when the verifier refuses the built release.
 
-use std::{collections::BTreeMap, fs, path::Path};
+mod examples;
+mod layout;
+mod publish;
+mod source;
+mod warning;
 
-use serde::{Deserialize, de::DeserializeOwned};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+};
 
+use serde::Deserialize;
+
+use self::layout::{check_unlisted_steps, check_version_folder};
+use self::source::{
+    expect_file, pairs, parse, parse_frontmatter, parse_json, read, read_text, source_error,
+    strip_version,
+};
+pub use self::{
+    publish::{publish, set_channel},
+    warning::BuildWarning,
+};
 use crate::{
     canonical::to_canonical_bytes,
     digest::Sha256Digest,
     error::RegistryError,
-    files::{RegistryFiles, write_atomic},
-    frontmatter,
+    files::RegistryFiles,
     ids::{
-        ArtifactId, AssetKind, ChannelName, Harness, HostCapability, ReleaseId, StepId, StepKind,
-        ValidatorCapability, Version,
+        ArtifactId, AssetKind, Harness, HostCapability, ReleaseId, StepId, StepKind,
+        ValidatorCapability, Version, WorkflowId, WritePolicy,
     },
     model::{
-        AdapterContract, AdapterPin, AssetRef, ChannelsFile, Entry, EntryKind, MANIFEST_FORMAT,
-        MEDIA_JSON, MEDIA_MARKDOWN, MEDIA_TOML, Manifest, OutputDecl, SchemaRef, StepDoc,
-        StepSummary, ValidatorDoc, ValidatorRef, WorkflowDoc,
+        AdapterContract, AdapterPin, AssetRef, Entry, EntryKind, MANIFEST_FORMAT, MEDIA_JSON,
+        MEDIA_MARKDOWN, MEDIA_TOML, Manifest, OutputDecl, SchemaRef, StepDoc, StepSummary,
+        ValidatorDoc, ValidatorRef, WorkflowDoc,
     },
     renditions,
     signature::{SigningKey, TrustedKeys},
-    verify::{CHANNELS_FILE, TrustPolicy, load_channels, verify_release},
+    verify::{TrustPolicy, verify_release},
 };
 
 #[derive(Deserialize)]
@@ -54,8 +73,21 @@ struct StepSource {
     kind: StepKind,
     host_assets: Vec<AssetRef>,
     inputs: Vec<ArtifactId>,
-    outputs: Vec<OutputDecl>,
+    outputs: Vec<OutputSource>,
     validators: Vec<ValidatorRef>,
+}
+
+/// An output as an author declares it: [`OutputDecl`] without `example`, which comes only
+/// from the `examples/` folder.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutputSource {
+    artifact_id: ArtifactId,
+    path: String,
+    media_type: String,
+    schema: Option<SchemaRef>,
+    max_bytes: u64,
+    write_policy: WritePolicy,
 }
 
 #[derive(Deserialize)]
@@ -85,12 +117,21 @@ pub struct BuiltRelease {
     pub files: RegistryFiles,
     /// SHA-256 of the manifest bytes.
     pub manifest_sha256: Sha256Digest,
+    /// What the build accepted but the author should look at (`registry build --strict`
+    /// refuses them).
+    pub warnings: Vec<BuildWarning>,
 }
 
 struct Builder {
     release: ReleaseId,
     entries: Vec<Entry>,
     files: RegistryFiles,
+    /// Built registry path → the source file it came from.
+    sources: BTreeMap<String, PathBuf>,
+    validators: BTreeMap<ValidatorRef, PathBuf>,
+    schemas: BTreeMap<SchemaRef, PathBuf>,
+    used_validators: BTreeSet<ValidatorRef>,
+    used_schemas: BTreeSet<SchemaRef>,
 }
 
 /// Builds, signs and verifies a release from `source`.
@@ -103,6 +144,11 @@ pub fn build_release(
         release: release.clone(),
         entries: Vec::new(),
         files: RegistryFiles::default(),
+        sources: BTreeMap::new(),
+        validators: BTreeMap::new(),
+        schemas: BTreeMap::new(),
+        used_validators: BTreeSet::new(),
+        used_schemas: BTreeSet::new(),
     };
     if pairs(&source.join("workflows"))?.is_empty() {
         return Err(source_error(
@@ -117,15 +163,20 @@ pub fn build_release(
     b.verbatim_assets(&source.join("commands"), AssetKind::Command)?;
     b.adapters(&source.join("adapters"))?;
     b.workflows(&source.join("workflows"))?;
-    b.finish(key)
+    b.check_unused_validators()?;
+    let warnings = b.unused_schemas();
+    let mut built = b.finish(key)?;
+    built.warnings = warnings;
+    Ok(built)
 }
 
 impl Builder {
-    fn add(&mut self, mut entry: Entry, bytes: Vec<u8>) {
+    fn add(&mut self, mut entry: Entry, bytes: Vec<u8>, source: &Path) {
         entry.bytes = bytes.len() as u64;
         entry.sha256 = Sha256Digest::of(&bytes);
-        self.files
-            .insert(format!("releases/{}/{}", self.release, entry.path), bytes);
+        let path = format!("releases/{}/{}", self.release, entry.path);
+        self.sources.insert(path.clone(), source.to_owned());
+        self.files.insert(path, bytes);
         self.entries.push(entry);
     }
 
@@ -147,24 +198,67 @@ impl Builder {
         self.files
             .insert(format!("keys/{}.json", public.key_id), public_bytes);
 
-        // Never emit what the verifier would refuse.
+        // Never emit what the verifier would refuse; when it refuses, name the source file.
         let mut keys = TrustedKeys::default();
         keys.insert(&public).expect("own key");
         let pins = TrustPolicy::Pinned(BTreeMap::from([(self.release.clone(), manifest_sha256)]));
-        verify_release(&self.files, &self.release, &keys, &pins)?;
+        verify_release(&self.files, &self.release, &keys, &pins).map_err(|mut e| {
+            if let Some(file) = e.file_mut()
+                && let Some(source) = self.sources.get(file.as_str())
+            {
+                *file = source.display().to_string();
+            }
+            e
+        })?;
         Ok(BuiltRelease {
             release: self.release,
             files: self.files,
             manifest_sha256,
+            warnings: Vec::new(),
         })
+    }
+
+    fn check_unused_validators(&self) -> Result<(), RegistryError> {
+        match self
+            .validators
+            .iter()
+            .find(|(v, _)| !self.used_validators.contains(*v))
+        {
+            Some((v, path)) => Err(source_error(
+                path,
+                format!(
+                    "validator {}@{} is run by no step; add it to a step's validators or delete \
+                     the file",
+                    v.id, v.version
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn unused_schemas(&self) -> Vec<BuildWarning> {
+        self.schemas
+            .iter()
+            .filter(|(s, _)| !self.used_schemas.contains(*s))
+            .map(|(s, path)| BuildWarning::UnusedSchema {
+                file: path.display().to_string(),
+                schema: format!("{}@{}", s.id, s.version),
+            })
+            .collect()
     }
 
     fn schemas(&mut self, dir: &Path) -> Result<(), RegistryError> {
         for (id, version_file) in pairs(dir)? {
-            let version = strip_version(&version_file, ".json")?;
+            let version = strip_version(&dir.join(&id), &version_file, ".json")?;
             let path = dir.join(&id).join(&version_file);
-            let value: serde_json::Value = serde_json::from_slice(&read(&path)?)
-                .map_err(|e| source_error(&path, format!("not JSON: {e}")))?;
+            let value: serde_json::Value = parse_json(&path)?;
+            self.schemas.insert(
+                SchemaRef {
+                    id: parse(&path, &id)?,
+                    version: version.clone(),
+                },
+                path.clone(),
+            );
             let entry = entry(
                 EntryKind::Schema,
                 &id,
@@ -175,6 +269,7 @@ impl Builder {
             self.add(
                 entry,
                 to_canonical_bytes(&value).expect("JSON value serializes"),
+                &path,
             );
         }
         Ok(())
@@ -182,7 +277,7 @@ impl Builder {
 
     fn validators(&mut self, dir: &Path) -> Result<(), RegistryError> {
         for (id, version_file) in pairs(dir)? {
-            let version = strip_version(&version_file, ".md")?;
+            let version = strip_version(&dir.join(&id), &version_file, ".md")?;
             let path = dir.join(&id).join(&version_file);
             let text = read_text(&path)?;
             let (src, body): (ValidatorSource, _) = parse_frontmatter(&path, &text)?;
@@ -196,6 +291,14 @@ impl Builder {
                 inputs: src.inputs,
                 report_schema: src.report_schema,
             };
+            self.validators.insert(
+                ValidatorRef {
+                    id: doc.id.clone(),
+                    version: version.clone(),
+                },
+                path.clone(),
+            );
+            self.used_schemas.insert(doc.report_schema.clone());
             let json = to_canonical_bytes(&doc).expect("validator serializes");
             let validator_path = format!("validators/{id}/{version}/validator.json");
             self.add(
@@ -207,6 +310,7 @@ impl Builder {
                     MEDIA_JSON,
                 ),
                 json,
+                &path,
             );
 
             // The validator's subagent, rendered once per host from the same source.
@@ -226,11 +330,20 @@ impl Builder {
             let mut claude = base.clone();
             claude.rendition = Some(Harness::ClaudeCode);
             claude.path = format!("{asset_dir}/claude-code/{id}.md");
-            self.add(base, renditions::render_base_subagent(&doc).into_bytes());
-            self.add(codex, renditions::render_codex_subagent(&doc).into_bytes());
+            self.add(
+                base,
+                renditions::render_base_subagent(&doc).into_bytes(),
+                &path,
+            );
+            self.add(
+                codex,
+                renditions::render_codex_subagent(&doc).into_bytes(),
+                &path,
+            );
             self.add(
                 claude,
                 renditions::render_claude_subagent(&doc).into_bytes(),
+                &path,
             );
         }
         Ok(())
@@ -240,15 +353,17 @@ impl Builder {
         for (id, version_entry) in pairs(dir)? {
             let (version, path, file_name) = match kind {
                 AssetKind::Skill => {
-                    let version: Version = parse(&dir.join(&id), &version_entry)?;
-                    (
-                        version,
-                        dir.join(&id).join(&version_entry).join("SKILL.md"),
-                        "SKILL.md".to_owned(),
-                    )
+                    let version: Version =
+                        parse(&dir.join(&id).join(&version_entry), &version_entry)?;
+                    let path = expect_file(
+                        &dir.join(&id).join(&version_entry),
+                        "SKILL.md",
+                        "a skill folder holds its instructions in SKILL.md",
+                    )?;
+                    (version, path, "SKILL.md".to_owned())
                 }
                 _ => (
-                    strip_version(&version_entry, ".md")?,
+                    strip_version(&dir.join(&id), &version_entry, ".md")?,
                     dir.join(&id).join(&version_entry),
                     format!("{id}.md"),
                 ),
@@ -262,14 +377,14 @@ impl Builder {
                 MEDIA_MARKDOWN,
             );
             e.asset_kind = Some(kind);
-            self.add(e, bytes);
+            self.add(e, bytes, &path);
         }
         Ok(())
     }
 
     fn adapters(&mut self, dir: &Path) -> Result<(), RegistryError> {
         for (id, version_file) in pairs(dir)? {
-            let version = strip_version(&version_file, ".md")?;
+            let version = strip_version(&dir.join(&id), &version_file, ".md")?;
             let path = dir.join(&id).join(&version_file);
             let text = read_text(&path)?;
             let (src, body): (AdapterSource, _) = parse_frontmatter(&path, &text)?;
@@ -283,30 +398,38 @@ impl Builder {
             e.asset_kind = Some(AssetKind::HostAdapter);
             e.compatible_harnesses = Some(src.compatible_harnesses);
             e.adapter_contract = src.adapter_contract;
-            self.add(e, (body.trim().to_owned() + "\n").into_bytes());
+            self.add(e, (body.trim().to_owned() + "\n").into_bytes(), &path);
         }
         Ok(())
     }
 
     fn workflows(&mut self, dir: &Path) -> Result<(), RegistryError> {
         for (id, version_dir) in pairs(dir)? {
-            let version: Version = parse(&dir.join(&id), &version_dir)?;
             let root = dir.join(&id).join(&version_dir);
-            let def_path = root.join("workflow.json");
-            let src: WorkflowSource = serde_json::from_slice(&read(&def_path)?)
-                .map_err(|e| source_error(&def_path, e.to_string()))?;
-            let workflow_id: crate::ids::WorkflowId = parse(&def_path, &id)?;
-            let mut summaries = Vec::new();
+            let version: Version = parse(&root, &version_dir)?;
+            check_version_folder(&root)?;
+            let def_path = expect_file(
+                &root,
+                "workflow.json",
+                "every workflow version folder holds its definition in workflow.json",
+            )?;
+            let src: WorkflowSource = parse_json(&def_path)?;
+            let workflow_id: WorkflowId = parse(&def_path, &id)?;
+            check_unlisted_steps(&root.join("steps"), &src.steps, &def_path)?;
+            let mut docs = Vec::new();
+            let mut paths = Vec::new();
             for step_id in &src.steps {
-                let step_path = root.join("steps").join(format!("{step_id}.md"));
+                let step_path = expect_file(
+                    &root.join("steps"),
+                    &format!("{step_id}.md"),
+                    &format!("step {step_id} is listed in {}", def_path.display()),
+                )?;
                 let text = read_text(&step_path)?;
                 let (step, body): (StepSource, _) = parse_frontmatter(&step_path, &text)?;
-                summaries.push(StepSummary {
-                    id: step_id.clone(),
-                    kind: step.kind,
-                    title: step.title.clone(),
-                });
-                let doc = StepDoc {
+                self.used_validators.extend(step.validators.iter().cloned());
+                self.used_schemas
+                    .extend(step.outputs.iter().filter_map(|o| o.schema.clone()));
+                docs.push(StepDoc {
                     workflow: workflow_id.clone(),
                     workflow_version: version.clone(),
                     id: step_id.clone(),
@@ -315,18 +438,36 @@ impl Builder {
                     instructions: body.trim().to_owned() + "\n",
                     host_assets: step.host_assets,
                     inputs: step.inputs,
-                    outputs: step.outputs,
+                    outputs: step
+                        .outputs
+                        .into_iter()
+                        .map(OutputSource::into_decl)
+                        .collect(),
                     validators: step.validators,
-                };
+                });
+                paths.push(step_path);
+            }
+            examples::attach(&root.join("examples"), &mut docs)?;
+            let mut summaries = Vec::new();
+            for (doc, step_path) in docs.into_iter().zip(&paths) {
+                summaries.push(StepSummary {
+                    id: doc.id.clone(),
+                    kind: doc.kind,
+                    title: doc.title.clone(),
+                });
                 let mut e = entry(
                     EntryKind::Step,
-                    step_id.as_str(),
+                    doc.id.as_str(),
                     &version,
-                    format!("workflows/{id}/{version}/steps/{step_id}.json"),
+                    format!("workflows/{id}/{version}/steps/{}.json", doc.id),
                     MEDIA_JSON,
                 );
                 e.workflow = Some(workflow_id.clone());
-                self.add(e, to_canonical_bytes(&doc).expect("step serializes"));
+                self.add(
+                    e,
+                    to_canonical_bytes(&doc).expect("step serializes"),
+                    step_path,
+                );
             }
             let doc = WorkflowDoc {
                 id: workflow_id,
@@ -344,9 +485,27 @@ impl Builder {
                 format!("workflows/{id}/{version}/definition.json"),
                 MEDIA_JSON,
             );
-            self.add(e, to_canonical_bytes(&doc).expect("workflow serializes"));
+            self.add(
+                e,
+                to_canonical_bytes(&doc).expect("workflow serializes"),
+                &def_path,
+            );
         }
         Ok(())
+    }
+}
+
+impl OutputSource {
+    fn into_decl(self) -> OutputDecl {
+        OutputDecl {
+            artifact_id: self.artifact_id,
+            path: self.path,
+            media_type: self.media_type,
+            schema: self.schema,
+            max_bytes: self.max_bytes,
+            write_policy: self.write_policy,
+            example: None,
+        }
     }
 }
 
@@ -364,158 +523,5 @@ fn entry(kind: EntryKind, id: &str, version: &Version, path: String, media_type:
         media_type: media_type.into(),
         bytes: 0,
         sha256: Sha256Digest::of(b""),
-    }
-}
-
-fn source_error(path: &Path, reason: String) -> RegistryError {
-    RegistryError::SourceInvalid {
-        file: path.display().to_string(),
-        reason,
-    }
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, RegistryError> {
-    fs::read(path).map_err(RegistryError::io(path))
-}
-
-fn read_text(path: &Path) -> Result<String, RegistryError> {
-    String::from_utf8(read(path)?).map_err(|_| source_error(path, "not UTF-8 text".into()))
-}
-
-fn parse<T: std::str::FromStr>(path: &Path, value: &str) -> Result<T, RegistryError>
-where
-    T::Err: std::fmt::Display,
-{
-    value
-        .parse()
-        .map_err(|e: T::Err| source_error(path, e.to_string()))
-}
-
-fn parse_frontmatter<'t, T: DeserializeOwned>(
-    path: &Path,
-    text: &'t str,
-) -> Result<(T, &'t str), RegistryError> {
-    frontmatter::parse(text).map_err(|e| source_error(path, e))
-}
-
-fn strip_version(file_name: &str, extension: &str) -> Result<Version, RegistryError> {
-    let stem = file_name.strip_suffix(extension).ok_or_else(|| {
-        source_error(
-            Path::new(file_name),
-            format!("expected <version>{extension}"),
-        )
-    })?;
-    parse(Path::new(file_name), stem)
-}
-
-/// `(child, grandchild)` names under `dir`, sorted; a missing `dir` has none.
-fn pairs(dir: &Path) -> Result<Vec<(String, String)>, RegistryError> {
-    let mut out = Vec::new();
-    if !dir.exists() {
-        return Ok(out);
-    }
-    for child in sorted_names(dir)? {
-        for grandchild in sorted_names(&dir.join(&child))? {
-            out.push((child.clone(), grandchild));
-        }
-    }
-    Ok(out)
-}
-
-fn sorted_names(dir: &Path) -> Result<Vec<String>, RegistryError> {
-    let mut names = Vec::new();
-    for item in fs::read_dir(dir).map_err(RegistryError::io(dir))? {
-        let item = item.map_err(RegistryError::io(dir))?;
-        let name = item
-            .file_name()
-            .into_string()
-            .map_err(|_| source_error(&item.path(), "not a UTF-8 name".into()))?;
-        names.push(name);
-    }
-    names.sort();
-    Ok(names)
-}
-
-/// Writes a built release into the registry at `out`. An existing release with identical bytes
-/// is left alone; one with any different byte is an error, never rewritten.
-pub fn publish(out: &Path, built: &BuiltRelease) -> Result<(), RegistryError> {
-    let prefix = format!("releases/{}/", built.release);
-    let release_dir = out.join("releases").join(built.release.as_str());
-    if release_dir.exists() {
-        let existing = RegistryFiles::from_dir(out)?;
-        let old: Vec<_> = existing.paths_under(&prefix).collect();
-        let new: Vec<_> = built.files.paths_under(&prefix).collect();
-        let differing = new
-            .iter()
-            .find(|p| existing.get(p) != built.files.get(p))
-            .or_else(|| old.iter().find(|p| built.files.get(p).is_none()));
-        if let Some(file) = differing {
-            return Err(RegistryError::ReleaseExists {
-                file: (*file).to_owned(),
-                release: built.release.to_string(),
-            });
-        }
-        return write_keys(out, built);
-    }
-    write_keys(out, built)?;
-    // Stage the release beside the registry and move it into place with one rename, so a
-    // crash never leaves a half-written release that could neither verify nor be rebuilt.
-    let staging = out.join(format!(".staging-{}", built.release));
-    if staging.exists() {
-        fs::remove_dir_all(&staging).map_err(RegistryError::io(&staging))?;
-    }
-    for path in built.files.paths_under(&prefix) {
-        write_atomic(
-            &staging.join(&path[prefix.len()..]),
-            built.files.get(path).expect("listed"),
-        )?;
-    }
-    fs::create_dir_all(out.join("releases")).map_err(RegistryError::io(out))?;
-    fs::rename(&staging, &release_dir).map_err(RegistryError::io(&release_dir))
-}
-
-fn write_keys(out: &Path, built: &BuiltRelease) -> Result<(), RegistryError> {
-    built
-        .files
-        .paths_under("keys/")
-        .try_for_each(|p| write_atomic(&out.join(p), built.files.get(p).expect("listed")))
-}
-
-/// Points `channel` at `release` in the registry at `dir`, after checking the release exists.
-/// The caller decides how much verification to demand first (see `rimthan registry promote`).
-pub fn set_channel(
-    dir: &Path,
-    channel: &ChannelName,
-    release: &ReleaseId,
-) -> Result<(), RegistryError> {
-    if !dir
-        .join("releases")
-        .join(release.as_str())
-        .join("manifest.json")
-        .is_file()
-    {
-        return Err(RegistryError::ReleaseNotFound {
-            release: release.to_string(),
-            available: available_releases(dir),
-        });
-    }
-    let mut files = RegistryFiles::default();
-    let path = dir.join(CHANNELS_FILE);
-    if path.exists() {
-        files.insert(CHANNELS_FILE, read(&path)?);
-    }
-    let mut channels: ChannelsFile = load_channels(&files)?;
-    channels.channels.insert(channel.clone(), release.clone());
-    let mut bytes = serde_json::to_vec_pretty(&channels).expect("channels serialize");
-    bytes.push(b'\n');
-    write_atomic(&path, &bytes)
-}
-
-fn available_releases(dir: &Path) -> String {
-    let names = sorted_names(&dir.join("releases")).unwrap_or_default();
-    if names.is_empty() {
-        "none".into()
-    } else {
-        names.join(", ")
     }
 }

@@ -326,11 +326,13 @@ pub enum RegistryError {
         /// The release.
         release: String,
     },
-    /// A release source file is malformed.
-    #[error("{file}: {reason}")]
+    /// A release source file is malformed, missing, or not used by the release.
+    #[error("{file}{}: {reason}", line.map(|l| format!(":{l}")).unwrap_or_default())]
     SourceInvalid {
         /// Path of the source file.
         file: String,
+        /// The 1-based line in that file, where known.
+        line: Option<usize>,
         /// What to change.
         reason: String,
     },
@@ -386,6 +388,42 @@ impl RegistryError {
     /// Whether the fault is in the input (as opposed to the machine: I/O).
     pub fn is_input_error(&self) -> bool {
         !matches!(self, RegistryError::Io { .. })
+    }
+
+    /// The file this error names, for errors that name one, so a builder can point it at the
+    /// source file the author edits instead of the built file.
+    pub(crate) fn file_mut(&mut self) -> Option<&mut String> {
+        match self {
+            RegistryError::Io { .. } | RegistryError::ReleaseNotFound { .. } => None,
+            RegistryError::SymlinkNotAllowed { file }
+            | RegistryError::EntryMissing { file, .. }
+            | RegistryError::EntryTooLarge { file, .. }
+            | RegistryError::SizeMismatch { file, .. }
+            | RegistryError::DigestMismatch { file, .. }
+            | RegistryError::UnlistedFile { file }
+            | RegistryError::ManifestDigestMismatch { file, .. }
+            | RegistryError::ManifestInvalid { file, .. }
+            | RegistryError::SignatureMissing { file }
+            | RegistryError::SignatureInvalid { file, .. }
+            | RegistryError::UnknownSigningKey { file, .. }
+            | RegistryError::UntrustedSigningKey { file, .. }
+            | RegistryError::KeyInvalid { file, .. }
+            | RegistryError::DocumentInvalid { file, .. }
+            | RegistryError::InvalidId { file, .. }
+            | RegistryError::DuplicateEntry { file, .. }
+            | RegistryError::DanglingReference { file, .. }
+            | RegistryError::SchemaInvalid { file, .. }
+            | RegistryError::WorkflowInvalid { file, .. }
+            | RegistryError::AdapterPinInvalid { file, .. }
+            | RegistryError::AdapterContractInvalid { file, .. }
+            | RegistryError::PathTemplateInvalid { file, .. }
+            | RegistryError::OutputPathInvalid { file, .. }
+            | RegistryError::RenditionInvalid { file, .. }
+            | RegistryError::ChannelsInvalid { file, .. }
+            | RegistryError::ChannelUnknownRelease { file, .. }
+            | RegistryError::ReleaseExists { file, .. }
+            | RegistryError::SourceInvalid { file, .. } => Some(file),
+        }
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {

@@ -29,6 +29,7 @@ mod files;
 mod frontmatter;
 mod ids;
 mod instance;
+mod init;
 mod model;
 mod path;
 mod release;
@@ -39,7 +40,7 @@ mod signature;
 pub mod uri;
 mod verify;
 
-pub use builder::{BuiltRelease, build_release, publish, set_channel};
+pub use builder::{BuildWarning, BuiltRelease, build_release, publish, set_channel};
 pub use canonical::{is_canonical, to_canonical_bytes};
 pub use digest::{DigestParseError, Sha256Digest};
 pub use embedded::{
@@ -54,6 +55,7 @@ pub use ids::{
     ValidatorId, Version, WorkflowId, WritePolicy,
 };
 pub use instance::{example_or_instance, generate_instance};
+pub use init::{INIT_WORKFLOW_ID, init_source};
 pub use model::{
     AdapterContract, AdapterPin, AssetDelivery, AssetRef, ChannelsFile, Entry, EntryKind,
     MANIFEST_FORMAT, MEDIA_JSON, MEDIA_MARKDOWN, MEDIA_TOML, Manifest, OutputDecl, SchemaRef,

@@ -1,5 +1,6 @@
 //! Behaviour tests of the registry library: one binary, one module per concern.
 
+mod authoring;
 mod common;
 mod docs;
 mod fixtures;

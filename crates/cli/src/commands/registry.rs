@@ -1,4 +1,4 @@
-//! `rimthan registry …`: build, verify, inspect, promote, keygen.
+//! `rimthan registry …`: init, build, verify, inspect, promote, keygen.
 
 use std::{
     fs,
@@ -9,15 +9,17 @@ use std::{
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use rimthan_registry::{
-    ChannelName, RegistryError, RegistryFiles, ReleaseId, SigningKey, SigningKeyFile,
-    VerifiedRegistry, build_release, external_policy, publish, set_channel, verify_embedded,
-    verify_registry,
+    ChannelName, INIT_WORKFLOW_ID, RegistryError, RegistryFiles, ReleaseId, SigningKey,
+    SigningKeyFile, VerifiedRegistry, build_release, external_policy, init_source, publish,
+    set_channel, verify_embedded, verify_registry,
 };
 
 use super::InputError;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum RegistryCommand {
+    /// Write a minimal, working release source into a new or empty folder.
+    Init(InitArgs),
     /// Build a signed release from a source folder into a registry folder.
     Build(BuildArgs),
     /// Verify every release of a registry (the embedded default when DIR is omitted).
@@ -46,6 +48,15 @@ pub(crate) struct BuildArgs {
     /// Also point this channel at the new release.
     #[arg(long)]
     channel: Option<String>,
+    /// Refuse the build when it has warnings (such as a schema nothing uses).
+    #[arg(long)]
+    strict: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct InitArgs {
+    /// The folder to write the source into (created when absent; must be empty).
+    dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -85,6 +96,7 @@ pub(crate) struct KeygenArgs {
 impl RegistryCommand {
     pub(crate) fn run(self) -> anyhow::Result<()> {
         match self {
+            RegistryCommand::Init(args) => init(args),
             RegistryCommand::Build(args) => build(args),
             RegistryCommand::Verify(args) => {
                 let registry = load(args.dir.as_deref())?;
@@ -127,6 +139,17 @@ fn build(args: BuildArgs) -> anyhow::Result<()> {
     let channel: Option<ChannelName> = args.channel.as_deref().map(parse).transpose()?;
     let key = read_key(&args.key)?;
     let built = build_release(&args.src, &release, &key)?;
+    let label = if args.strict { "error" } else { "warning" };
+    for warning in &built.warnings {
+        eprintln!("{label}[{}]: {warning}", warning.code());
+    }
+    if args.strict && !built.warnings.is_empty() {
+        return Err(InputError(format!(
+            "--strict refuses the {} warning(s) above; fix them or build without --strict (nothing was published)",
+            built.warnings.len()
+        ))
+        .into());
+    }
     publish(&args.out, &built)?;
     if let Some(channel) = &channel {
         set_channel(&args.out, channel, &release)?;
@@ -136,6 +159,24 @@ fn build(args: BuildArgs) -> anyhow::Result<()> {
         args.out.display(),
         built.manifest_sha256,
         key.key_id()
+    );
+    Ok(())
+}
+
+fn init(args: InitArgs) -> anyhow::Result<()> {
+    let written = init_source(&args.dir)?;
+    let dir = args.dir.display();
+    println!("wrote a release source into {dir}:");
+    for path in written {
+        println!("  {path}");
+    }
+    println!(
+        "\nEdit the workflow under {dir}/workflows/{INIT_WORKFLOW_ID}/, then:\n\
+         \x20 rimthan registry keygen --out my-org.key\n\
+         \x20 rimthan registry build {dir} --out my-registry --release 0.1.0 --key my-org.key --channel stable\n\
+         \x20 rimthan serve --registry my-registry\n\
+         \x20 rimthan stage --harness codex --project my-try --url http://127.0.0.1:8787/mcp --workflow {INIT_WORKFLOW_ID}\n\
+         See docs/registry-format.md (section 5) for the source format."
     );
     Ok(())
 }

@@ -1,0 +1,249 @@
+//! What `registry build` tells an author. One folder per authoring mistake under
+//! `tests/source_data/<case>/case.json`: each applies its edits to the source `init_source`
+//! writes (a small two-step workflow), builds it, and asserts the code, the source file the
+//! message names (never the built `releases/…` file) and, where known, the line.
+
+use std::path::{Path, PathBuf};
+
+use rimthan_registry::{BuiltRelease, RegistryError, build_release, init_source};
+use serde::Deserialize;
+
+use crate::common::{repo_root, test_key};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Case {
+    description: String,
+    edits: Vec<Edit>,
+    expect: Expect,
+}
+
+/// Exactly one of `code` (the build fails), `warning` (it succeeds with that warning) or
+/// `example` (it succeeds and inlines that example).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Expect {
+    #[serde(default)]
+    code: Option<String>,
+    #[serde(default)]
+    warning: Option<String>,
+    #[serde(default)]
+    example: Option<ExpectExample>,
+    /// The source file (relative to the source folder) the message must name.
+    #[serde(default)]
+    file: Option<String>,
+    /// Its line, for errors whose parser knows it.
+    #[serde(default)]
+    line: Option<usize>,
+    /// Further substrings the message must contain.
+    #[serde(default)]
+    mentions: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExpectExample {
+    step: String,
+    path: String,
+    text: String,
+}
+
+/// An edit of a source-relative file.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
+enum Edit {
+    /// Replace the first occurrence of `find` with `with`.
+    Replace {
+        path: String,
+        find: String,
+        with: String,
+    },
+    Remove {
+        path: String,
+    },
+    Rename {
+        path: String,
+        to: String,
+    },
+    /// Write `text`, or raw `bytes` when given.
+    Write {
+        path: String,
+        #[serde(default)]
+        text: String,
+        #[serde(default)]
+        bytes: Option<Vec<u8>>,
+    },
+}
+
+fn source_data() -> PathBuf {
+    repo_root().join("crates/registry/tests/source_data")
+}
+
+fn apply(src: &Path, edit: &Edit) {
+    let write = |rel: &str, bytes: &[u8]| {
+        let path = src.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    };
+    match edit {
+        Edit::Replace { path, find, with } => {
+            let text = std::fs::read_to_string(src.join(path)).unwrap();
+            assert!(text.contains(find.as_str()), "{path} lacks {find:?}");
+            write(path, text.replacen(find.as_str(), with, 1).as_bytes());
+        }
+        Edit::Remove { path } => std::fs::remove_file(src.join(path)).unwrap(),
+        Edit::Rename { path, to } => std::fs::rename(src.join(path), src.join(to)).unwrap(),
+        Edit::Write { path, text, bytes } => {
+            write(path, bytes.as_deref().unwrap_or(text.as_bytes()))
+        }
+    }
+}
+
+fn build_case(name: &str) -> (Case, Result<BuiltRelease, RegistryError>) {
+    let path = source_data().join(name).join("case.json");
+    let case: Case = serde_json::from_slice(&std::fs::read(&path).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("source");
+    init_source(&src).unwrap();
+    for edit in &case.edits {
+        apply(&src, edit);
+    }
+    let result = build_release(&src, &"0.1.0".parse().unwrap(), &test_key());
+    (case, result)
+}
+
+fn assert_names(name: &str, message: &str, expect: &Expect) {
+    if let Some(file) = &expect.file {
+        let named = match expect.line {
+            Some(line) => format!("source/{file}:{line}: "),
+            None => format!("source/{file}: "),
+        };
+        assert!(
+            message.contains(&named),
+            "{name}: {message}\nshould name {named}"
+        );
+    }
+    assert!(
+        !message.contains("releases/"),
+        "{name}: names a built file: {message}"
+    );
+    for part in &expect.mentions {
+        assert!(
+            message.contains(part.as_str()),
+            "{name}: {message}\nshould mention {part}"
+        );
+    }
+}
+
+fn assert_case(name: &str) {
+    let (case, result) = build_case(name);
+    let expect = &case.expect;
+    match (&expect.code, &expect.warning, &expect.example, result) {
+        (Some(code), None, None, Err(err)) => {
+            assert_eq!(err.code(), code, "{name}: {err}");
+            assert!(err.is_input_error(), "{name}: exit 1, not an I/O failure");
+            assert_names(name, &err.to_string(), expect);
+        }
+        (None, Some(code), None, Ok(built)) => {
+            let warning = built
+                .warnings
+                .iter()
+                .find(|w| w.code() == code)
+                .unwrap_or_else(|| panic!("{name}: no {code} warning in {:?}", built.warnings));
+            assert_names(name, &warning.to_string(), expect);
+        }
+        (None, None, Some(example), Ok(built)) => {
+            let step_path = format!(
+                "releases/0.1.0/workflows/my-workflow/1.0.0/steps/{}.json",
+                example.step
+            );
+            let doc: rimthan_registry::StepDoc =
+                serde_json::from_slice(built.files.get(&step_path).unwrap()).unwrap();
+            let output = doc.outputs.iter().find(|o| o.path == example.path).unwrap();
+            assert_eq!(
+                output.example.as_deref(),
+                Some(example.text.as_str()),
+                "{name}"
+            );
+        }
+        (_, _, _, result) => panic!(
+            "{name} ({}): expected {expect:?}, got {:?}",
+            case.description,
+            result.map(|b| b.warnings).map_err(|e| e.to_string())
+        ),
+    }
+}
+
+#[test]
+fn the_init_source_builds_without_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    init_source(dir.path()).unwrap();
+    let built = build_release(dir.path(), &"0.1.0".parse().unwrap(), &test_key()).unwrap();
+    assert_eq!(built.warnings, []);
+}
+
+#[test]
+fn init_refuses_a_folder_that_is_not_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), b"mine").unwrap();
+    let err = init_source(dir.path()).unwrap_err();
+    assert_eq!(err.code(), "source_invalid");
+    assert_eq!(
+        std::fs::read(dir.path().join("notes.txt")).unwrap(),
+        b"mine"
+    );
+}
+
+#[test]
+fn a_source_without_examples_builds_outputs_without_an_example_field() {
+    let dir = tempfile::tempdir().unwrap();
+    init_source(dir.path()).unwrap();
+    let built = build_release(dir.path(), &"0.1.0".parse().unwrap(), &test_key()).unwrap();
+    let step = built
+        .files
+        .get("releases/0.1.0/workflows/my-workflow/1.0.0/steps/write-result.json")
+        .unwrap();
+    assert!(!String::from_utf8_lossy(step).contains("example"));
+}
+
+macro_rules! cases {
+    ($($name:ident => $case:literal),+ $(,)?) => {
+        $(#[test] fn $name() { assert_case($case); })+
+
+        #[test]
+        fn every_source_case_folder_has_a_test() {
+            let mut listed = vec![$($case),+];
+            listed.sort_unstable();
+            let mut on_disk: Vec<String> = std::fs::read_dir(source_data())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            on_disk.sort();
+            assert_eq!(on_disk, listed);
+        }
+    };
+}
+
+cases! {
+    a_missing_step_file_names_the_expected_file => "step-file-missing",
+    a_mis_cased_step_file_names_both_names => "step-file-mis-cased",
+    a_step_file_with_another_extension_names_both_names => "step-file-wrong-extension",
+    an_unlisted_step_file_is_refused => "step-file-unlisted",
+    a_mis_cased_copy_of_a_step_file_is_refused => "step-file-duplicate-case",
+    a_missing_workflow_json_is_refused => "workflow-json-missing",
+    a_workflow_json_syntax_error_names_its_line => "workflow-json-syntax-error",
+    a_stray_file_in_a_version_folder_is_refused => "version-folder-stray-file",
+    a_frontmatter_error_names_its_line => "frontmatter-type-error",
+    a_validator_no_step_runs_is_refused => "validator-unused",
+    a_schema_nothing_uses_is_a_warning => "schema-unused",
+    a_schema_file_with_another_extension_is_refused => "schema-wrong-extension",
+    a_mis_cased_skill_file_is_refused => "skill-file-mis-cased",
+    a_refused_output_path_names_the_step_source => "verify-error-names-step-source",
+    a_dangling_report_schema_names_the_validator_source => "verify-error-names-validator-source",
+    an_example_is_inlined_into_its_output => "example-inlined",
+    an_example_for_no_declared_output_is_refused => "example-for-undeclared-output",
+    an_example_for_a_json_output_is_refused => "example-for-json-output",
+    an_example_over_max_bytes_is_refused => "example-too-large",
+    an_example_that_is_not_utf8_is_refused => "example-not-utf8",
+}
