@@ -7,7 +7,7 @@
 //! workflows/<id>/<version>/workflow.json      steps/<step>.md (YAML frontmatter + instructions)
 //! validators/<id>/<version>.md                 (also yields the subagent asset and renditions)
 //! skills/<id>/<version>/SKILL.md  commands/<id>/<version>.md  adapters/<id>/<version>.md
-//! schemas/<id>/<version>.json
+//! schemas/<id>/<version>.json               bootstrap.md (optional)
 //! ```
 //!
 //! The output is deterministic: the same source and key give the same bytes, which is how the
@@ -117,6 +117,9 @@ pub fn build_release(
     b.verbatim_assets(&source.join("commands"), AssetKind::Command)?;
     b.adapters(&source.join("adapters"))?;
     b.workflows(&source.join("workflows"))?;
+    if let Some((entry, bytes)) = crate::bootstrap::from_source(source)? {
+        b.add(entry, bytes);
+    }
     b.finish(key)
 }
 

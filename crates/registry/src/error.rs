@@ -309,6 +309,16 @@ pub enum RegistryError {
         /// The release.
         release: String,
     },
+    /// A release's bootstrap paragraph is not one a server may serve.
+    #[error("{file}: {entry}: {reason}")]
+    BootstrapInvalid {
+        /// Registry-relative path, or the source file at build time.
+        file: String,
+        /// The entry.
+        entry: String,
+        /// What to change.
+        reason: String,
+    },
     /// A release source file is malformed.
     #[error("{file}: {reason}")]
     SourceInvalid {
@@ -352,6 +362,7 @@ impl RegistryError {
             RegistryError::ChannelUnknownRelease { .. } => "channel_unknown_release",
             RegistryError::ReleaseNotFound { .. } => "release_not_found",
             RegistryError::ReleaseExists { .. } => "release_exists",
+            RegistryError::BootstrapInvalid { .. } => "bootstrap_invalid",
             RegistryError::SourceInvalid { .. } => "source_invalid",
         }
     }

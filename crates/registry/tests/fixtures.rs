@@ -80,4 +80,7 @@ fixtures! {
     schema_that_does_not_compile_is_refused => "schema-does-not-compile",
     writable_codex_subagent_is_refused => "codex-subagent-not-read-only",
     channel_to_missing_release_is_refused => "channel-unknown-release",
+    bootstrap_file_the_manifest_does_not_list_is_unlisted => "bootstrap-unlisted",
+    oversize_bootstrap_entry_is_refused => "bootstrap-oversize",
+    blank_bootstrap_entry_is_refused => "bootstrap-blank",
 }

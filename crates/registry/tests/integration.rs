@@ -1,5 +1,6 @@
 //! Behaviour tests of the registry library: one binary, one module per concern.
 
+mod bootstrap;
 mod common;
 mod fixtures;
 mod manifest_fuzz;
