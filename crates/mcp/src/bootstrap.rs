@@ -83,9 +83,7 @@ fn one_line(text: &str) -> String {
 /// Up to and including the first `.`, `!` or `?` that ends a sentence; all of `text` otherwise.
 fn first_sentence(text: &str) -> &str {
     text.char_indices()
-        .find(|&(i, c)| {
-            matches!(c, '.' | '!' | '?') && text[i + c.len_utf8()..].starts_with(' ')
-        })
+        .find(|&(i, c)| matches!(c, '.' | '!' | '?') && text[i + c.len_utf8()..].starts_with(' '))
         .map_or(text, |(i, c)| &text[..i + c.len_utf8()])
 }
 
@@ -109,14 +107,19 @@ pub(crate) struct Entrypoints {
 
 impl Entrypoints {
     /// The text for `registry`, whose active release is `active`.
-    pub(crate) fn text(&self, registry: &Arc<VerifiedRegistry>, active: &VerifiedRelease) -> Arc<str> {
+    pub(crate) fn text(
+        &self,
+        registry: &Arc<VerifiedRegistry>,
+        active: &VerifiedRelease,
+    ) -> Arc<str> {
         if let Some((kept_for, text)) = &*self.kept.read().expect("lock is never poisoned")
             && Arc::ptr_eq(kept_for, registry)
         {
             return text.clone();
         }
         let text: Arc<str> = entrypoint(active).into();
-        *self.kept.write().expect("lock is never poisoned") = Some((registry.clone(), text.clone()));
+        *self.kept.write().expect("lock is never poisoned") =
+            Some((registry.clone(), text.clone()));
         text
     }
 }
@@ -183,10 +186,18 @@ mod tests {
     #[test]
     fn each_workflow_is_one_bounded_line_and_the_list_is_bounded() {
         let release: ReleaseId = "2027.01.0".parse().unwrap();
-        let long = doc("w", &"T".repeat(300), &format!("{}. Second.", "d".repeat(300)));
+        let long = doc(
+            "w",
+            &"T".repeat(300),
+            &format!("{}. Second.", "d".repeat(300)),
+        );
         let text = workflow_list(&release, &[&long]);
         let line = text.lines().nth(1).unwrap();
-        assert!(line.starts_with(&format!("- `w` 1.0.0, {}…: {}…", "T".repeat(99), "d".repeat(199))));
+        assert!(line.starts_with(&format!(
+            "- `w` 1.0.0, {}…: {}…",
+            "T".repeat(99),
+            "d".repeat(199)
+        )));
         assert!(line.ends_with(" Harnesses: codex."), "{line}");
         let plain = doc("w", "Title\non two lines", "One.\nTwo.");
         assert_eq!(
@@ -201,7 +212,9 @@ mod tests {
         let text = workflow_list(&release, &refs);
         assert_eq!(text.lines().count(), 1 + MAX_LISTED_WORKFLOWS + 1);
         assert!(text.lines().nth(1).unwrap().starts_with("- `w000` "));
-        assert!(text.ends_with("- and 1 more; list the resources to see every workflow definition."));
+        assert!(
+            text.ends_with("- and 1 more; list the resources to see every workflow definition.")
+        );
         assert!(workflow_list(&release, &[]).contains("offers no workflow"));
     }
 

@@ -210,8 +210,7 @@ impl ServerHandler for RimthanServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let (registry, active) = self.active()?;
         let entrypoint = self.entrypoint(&registry, &active);
-        catalogue::read(&registry, &active, &entrypoint, self.profile, &request.uri)
-            .map(Into::into)
+        catalogue::read(&registry, &active, &entrypoint, self.profile, &request.uri).map(Into::into)
     }
 
     async fn list_prompts(

@@ -106,10 +106,7 @@ async fn served_text(client: &Client) -> String {
     assert_eq!(prompt, resource, "prompt and resource");
     assert_eq!(prompt, instructions, "prompt and instructions");
     let listed = client.list_all_resources().await.unwrap();
-    let entry = listed
-        .iter()
-        .find(|r| r.uri == uri::BOOTSTRAP_URI)
-        .unwrap();
+    let entry = listed.iter().find(|r| r.uri == uri::BOOTSTRAP_URI).unwrap();
     assert_eq!(entry.size, Some(prompt.len() as u64));
     prompt
 }
@@ -153,9 +150,16 @@ async fn the_text_is_the_paragraph_then_every_workflow_of_the_active_release_and
         "{text}"
     );
     assert!(!text.contains(OPERATOR_PARAGRAPH));
-    assert_eq!(listed_ids(&text), active, "every workflow, by id then version");
+    assert_eq!(
+        listed_ids(&text),
+        active,
+        "every workflow, by id then version"
+    );
     for (id, _) in &other {
-        assert!(!text.contains(id.as_str()), "{id} is not in the active release");
+        assert!(
+            !text.contains(id.as_str()),
+            "{id} is not in the active release"
+        );
     }
     // The heading the operations doc shows is the one served.
     let heading = rimthan_mcp::bootstrap::BOOTSTRAP_DOC
@@ -173,7 +177,8 @@ async fn a_release_with_its_own_bootstrap_serves_it_once_its_channel_is_active()
     let server = two_release_server(dir.path()).await;
     let http = http_server(server.clone()).await;
     let read_over_http = async || {
-        let (status, answer) = raw_read(http.addr, "2026-07-28", uri::BOOTSTRAP_URI, json!(1)).await;
+        let (status, answer) =
+            raw_read(http.addr, "2026-07-28", uri::BOOTSTRAP_URI, json!(1)).await;
         assert_eq!(status, 200, "{answer}");
         answer["result"]["contents"][0]["text"]
             .as_str()
@@ -209,7 +214,10 @@ async fn a_release_with_its_own_bootstrap_serves_it_once_its_channel_is_active()
         assert!(!text.contains(default_paragraph()));
         assert_eq!(listed_ids(&text), operator);
         for (id, _) in &old {
-            assert!(!text.contains(&format!("`{id}`")), "{id} left with its release");
+            assert!(
+                !text.contains(&format!("`{id}`")),
+                "{id} left with its release"
+            );
         }
         // The signed paragraph itself stays readable at its release-pinned URI.
         let raw = client
@@ -221,6 +229,8 @@ async fn a_release_with_its_own_bootstrap_serves_it_once_its_channel_is_active()
         assert_eq!(text_of(&raw.contents[0]), format!("{OPERATOR_PARAGRAPH}\n"));
         client.cancel().await.unwrap();
     }
-    assert_eq!(read_over_http().await, served_text(&duplex_client(server).await).await);
+    assert_eq!(
+        read_over_http().await,
+        served_text(&duplex_client(server).await).await
+    );
 }
-

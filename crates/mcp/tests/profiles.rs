@@ -130,7 +130,11 @@ async fn test_mcp_workflow_engine_profile_exposes_four_tools_and_exact_resources
         "{prompt_text}"
     );
     let embedded = rimthan_registry::verify_embedded().unwrap();
-    for workflow in embedded.channel(&"stable".parse().unwrap()).unwrap().workflows() {
+    for workflow in embedded
+        .channel(&"stable".parse().unwrap())
+        .unwrap()
+        .workflows()
+    {
         let doc = workflow.doc();
         let line = format!("\n- `{}` {}, {}: ", doc.id, doc.version, doc.title);
         assert!(prompt_text.contains(&line), "{line} in {prompt_text}");

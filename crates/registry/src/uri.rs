@@ -67,7 +67,10 @@ pub fn schema(release: &ReleaseId, id: &impl Display, version: &Version) -> Stri
 /// `rimthan://registry/{release}/bootstrap/agent-entrypoint`: a release's own bootstrap
 /// paragraph as signed, before the server appends its workflow list.
 pub fn bootstrap(release: &ReleaseId) -> String {
-    format!("rimthan://registry/{release}/bootstrap/{}", crate::BOOTSTRAP_ID)
+    format!(
+        "rimthan://registry/{release}/bootstrap/{}",
+        crate::BOOTSTRAP_ID
+    )
 }
 
 /// The URI that serves a manifest entry's bytes.

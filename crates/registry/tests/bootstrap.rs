@@ -34,7 +34,8 @@ fn source_with(bootstrap: &[u8]) -> (tempfile::TempDir, PathBuf) {
 
 #[test]
 fn a_source_bootstrap_becomes_a_signed_entry_of_the_release() {
-    let (_dir, source) = source_with(b"\n  Connect to Example Corp's engine and follow its steps.\n\n");
+    let (_dir, source) =
+        source_with(b"\n  Connect to Example Corp's engine and follow its steps.\n\n");
     let release: ReleaseId = "2027.01.0".parse().unwrap();
     let out = tempfile::tempdir().unwrap();
     publish(
