@@ -97,12 +97,15 @@ fn bounded(text: &str, max: usize) -> String {
     cut
 }
 
+/// The bootstrap text of one registry snapshot. Holding the snapshot keeps its address from
+/// being reused by a later one.
+type Kept = (Arc<VerifiedRegistry>, Arc<str>);
+
 /// The bootstrap text of each registry snapshot, assembled once: it changes only when a
 /// reload swaps the registry (and with it, perhaps, the active release).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Entrypoints {
-    // Holding the snapshot keeps its address from being reused by a later one.
-    kept: Arc<RwLock<Option<(Arc<VerifiedRegistry>, Arc<str>)>>>,
+    kept: Arc<RwLock<Option<Kept>>>,
 }
 
 impl Entrypoints {
