@@ -15,7 +15,7 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
-use crate::{bootstrap, profile::Profile};
+use crate::profile::Profile;
 
 /// Resources per `resources/list` page.
 pub const PAGE_SIZE: usize = 50;
@@ -49,6 +49,7 @@ fn summary(registry: &VerifiedRegistry, release: &VerifiedRelease, profile: Prof
             EntryKind::Asset => "asset",
             EntryKind::Validator => "validator",
             EntryKind::Schema => "schema",
+            EntryKind::Bootstrap => "bootstrap",
         };
         *counts.entry(kind).or_default() += 1;
     }
@@ -135,30 +136,31 @@ fn legacy_items(release: &VerifiedRelease) -> Vec<Item> {
         .collect()
 }
 
-fn bootstrap_item() -> Item {
-    let text = bootstrap::paragraph();
+/// The bootstrap entrypoint, whose text (`entrypoint`) moves with the active release.
+fn bootstrap_item(entrypoint: &str) -> Item {
     Item {
         uri: uri::BOOTSTRAP_URI.into(),
         name: "agent entrypoint".into(),
         mime: "text/markdown".into(),
-        size: text.len(),
+        size: entrypoint.len(),
         meta: json!({META_CACHE_SCOPE: "private", "rimthan/immutable": false}),
     }
 }
 
-/// `resources/list`: the active release's resources (plus the bootstrap), sorted by URI and
-/// paginated. The cursor is the last URI of the previous page, so pages stay consistent when a
-/// channel moves between calls.
+/// `resources/list`: the active release's resources (plus the bootstrap, whose text is
+/// `entrypoint`), sorted by URI and paginated. The cursor is the last URI of the previous page,
+/// so pages stay consistent when a channel moves between calls.
 pub(crate) fn list(
     registry: &VerifiedRegistry,
     active: &VerifiedRelease,
+    entrypoint: &str,
     profile: Profile,
     cursor: Option<&str>,
 ) -> Result<ListResourcesResult, rmcp::ErrorData> {
     let mut items = match profile {
         Profile::WorkflowEngine => {
             let mut items = release_items(registry, active, profile);
-            items.push(bootstrap_item());
+            items.push(bootstrap_item(entrypoint));
             items
         }
         Profile::Legacy => legacy_items(active),
@@ -275,10 +277,11 @@ fn not_found(uri: &str) -> rmcp::ErrorData {
     )
 }
 
-/// `resources/read`, routed to the release the URI names.
+/// `resources/read`, routed to the release the URI names; the bootstrap's text is `entrypoint`.
 pub(crate) fn read(
     registry: &VerifiedRegistry,
     active: &VerifiedRelease,
+    entrypoint: &str,
     profile: Profile,
     requested: &str,
 ) -> Result<ReadResourceResult, rmcp::ErrorData> {
@@ -304,8 +307,8 @@ pub(crate) fn read(
         ));
     }
     if requested == uri::BOOTSTRAP_URI {
-        let item = bootstrap_item();
-        let text = bootstrap::paragraph().as_bytes();
+        let item = bootstrap_item(entrypoint);
+        let text = entrypoint.as_bytes();
         return Ok(private(
             ReadResourceResult::new(vec![contents(requested, &item.mime, text, item.meta)]),
             TTL_MOVING_MS,

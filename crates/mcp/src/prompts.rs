@@ -1,10 +1,10 @@
 //! Prompts: the workflow-engine profile lists exactly one, `rimthan.start_workflow`, whose text
-//! is the bootstrap paragraph (SPEC §4.3); the legacy profile has its own.
+//! is the bootstrap text (SPEC §4.3, see `bootstrap.rs`); the legacy profile has its own.
 
 use rmcp::model::{GetPromptResult, ListPromptsResult, Prompt, PromptMessage, Role};
 use serde_json::json;
 
-use crate::{bootstrap, profile::Profile};
+use crate::profile::Profile;
 
 /// The workflow-engine profile's one prompt.
 pub const START_PROMPT: &str = "rimthan.start_workflow";
@@ -21,7 +21,10 @@ pub(crate) fn list(profile: Profile) -> ListPromptsResult {
     let prompt = match profile {
         Profile::WorkflowEngine => Prompt::new(
             START_PROMPT,
-            Some("How to start and run the organization's research workflow through this server"),
+            Some(
+                "How to start and run one of the organization's workflows through this server, \
+                 and which workflows the active release offers",
+            ),
             None,
         ),
         Profile::Legacy => Prompt::new(
@@ -33,10 +36,14 @@ pub(crate) fn list(profile: Profile) -> ListPromptsResult {
     ListPromptsResult::with_all_items(vec![prompt])
 }
 
-/// `prompts/get`.
-pub(crate) fn get(profile: Profile, name: &str) -> Result<GetPromptResult, rmcp::ErrorData> {
+/// `prompts/get`; `entrypoint` is the bootstrap text of the active release.
+pub(crate) fn get(
+    profile: Profile,
+    name: &str,
+    entrypoint: &str,
+) -> Result<GetPromptResult, rmcp::ErrorData> {
     let text = match (profile, name) {
-        (Profile::WorkflowEngine, START_PROMPT) => bootstrap::paragraph(),
+        (Profile::WorkflowEngine, START_PROMPT) => entrypoint,
         (Profile::Legacy, LEGACY_PROMPT) => LEGACY_TEXT,
         _ => {
             return Err(rmcp::ErrorData::invalid_params(

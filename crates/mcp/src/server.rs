@@ -16,7 +16,8 @@ use rmcp::{
 use serde_json::json;
 
 use crate::{
-    bootstrap, catalogue,
+    bootstrap::{self, Entrypoints},
+    catalogue,
     metrics::{Gauges, Metrics},
     profile::Profile,
     prompts, tools,
@@ -31,6 +32,7 @@ pub struct RimthanServer {
     engine: Arc<Engine>,
     profile: Profile,
     metrics: Arc<Metrics>,
+    entrypoints: Entrypoints,
 }
 
 impl RimthanServer {
@@ -40,6 +42,7 @@ impl RimthanServer {
             engine,
             profile,
             metrics: Arc::default(),
+            entrypoints: Entrypoints::default(),
         }
     }
 
@@ -94,6 +97,15 @@ impl RimthanServer {
         })?;
         Ok((registry, active))
     }
+
+    /// The bootstrap text of the registry in use: prompt, resource and instructions alike.
+    fn entrypoint(
+        &self,
+        registry: &Arc<rimthan_registry::VerifiedRegistry>,
+        active: &rimthan_registry::VerifiedRelease,
+    ) -> Arc<str> {
+        self.entrypoints.text(registry, active)
+    }
 }
 
 /// The authenticated caller, when an HTTP layer put one on the request.
@@ -113,15 +125,20 @@ impl ServerHandler for RimthanServer {
             .enable_resources()
             .enable_prompts()
             .build();
-        let instructions = match self.profile {
-            Profile::WorkflowEngine => bootstrap::paragraph(),
+        let instructions: Arc<str> = match self.profile {
+            Profile::WorkflowEngine => match self.active() {
+                Ok((registry, active)) => self.entrypoint(&registry, &active),
+                // Unreachable with a verified registry; the paragraph alone still guides.
+                Err(_) => bootstrap::paragraph().into(),
+            },
             Profile::Legacy => {
                 "Legacy profile: schema resources only; see the rimthan.legacy_schemas prompt."
+                    .into()
             }
         };
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
-            .with_instructions(instructions)
+            .with_instructions(&*instructions)
     }
 
     async fn list_tools(
@@ -174,7 +191,8 @@ impl ServerHandler for RimthanServer {
     ) -> Result<ListResourcesResult, ErrorData> {
         let (registry, active) = self.active()?;
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
-        catalogue::list(&registry, &active, self.profile, cursor)
+        let entrypoint = self.entrypoint(&registry, &active);
+        catalogue::list(&registry, &active, &entrypoint, self.profile, cursor)
     }
 
     async fn list_resource_templates(
@@ -191,7 +209,8 @@ impl ServerHandler for RimthanServer {
         _: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let (registry, active) = self.active()?;
-        catalogue::read(&registry, &active, self.profile, &request.uri).map(Into::into)
+        let entrypoint = self.entrypoint(&registry, &active);
+        catalogue::read(&registry, &active, &entrypoint, self.profile, &request.uri).map(Into::into)
     }
 
     async fn list_prompts(
@@ -209,6 +228,8 @@ impl ServerHandler for RimthanServer {
         request: GetPromptRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        prompts::get(self.profile, &request.name).map(Into::into)
+        let (registry, active) = self.active()?;
+        let entrypoint = self.entrypoint(&registry, &active);
+        prompts::get(self.profile, &request.name, &entrypoint).map(Into::into)
     }
 }

@@ -2,6 +2,7 @@
 
 mod arguments_fuzz;
 mod auth;
+mod bootstrap;
 mod common;
 mod hostile;
 mod http;

@@ -124,9 +124,23 @@ async fn test_mcp_workflow_engine_profile_exposes_four_tools_and_exact_resources
         other => panic!("{other:?}"),
     };
     let instructions = client.peer_info().unwrap().instructions.clone().unwrap();
-    assert_eq!(prompt_text, expected);
-    assert_eq!(resource_text, expected);
-    assert_eq!(instructions, expected);
+    // The paragraph from the doc, then the workflow list (see tests/bootstrap.rs).
+    assert!(
+        prompt_text.starts_with(&format!("{expected}\n\nWorkflows in release 2026.12.0")),
+        "{prompt_text}"
+    );
+    let embedded = rimthan_registry::verify_embedded().unwrap();
+    for workflow in embedded
+        .channel(&"stable".parse().unwrap())
+        .unwrap()
+        .workflows()
+    {
+        let doc = workflow.doc();
+        let line = format!("\n- `{}` {}, {}: ", doc.id, doc.version, doc.title);
+        assert!(prompt_text.contains(&line), "{line} in {prompt_text}");
+    }
+    assert_eq!(resource_text, prompt_text);
+    assert_eq!(instructions, prompt_text);
     assert_eq!(
         client
             .peer_info()

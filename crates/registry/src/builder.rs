@@ -8,7 +8,7 @@
 //!                          examples/<output path>  (optional worked examples, non-JSON outputs)
 //! validators/<id>/<version>.md                 (also yields the subagent asset and renditions)
 //! skills/<id>/<version>/SKILL.md  commands/<id>/<version>.md  adapters/<id>/<version>.md
-//! schemas/<id>/<version>.json
+//! schemas/<id>/<version>.json               bootstrap.md (optional)
 //! ```
 //!
 //! The output is deterministic: the same source and key give the same bytes, which is how the
@@ -163,6 +163,9 @@ pub fn build_release(
     b.verbatim_assets(&source.join("commands"), AssetKind::Command)?;
     b.adapters(&source.join("adapters"))?;
     b.workflows(&source.join("workflows"))?;
+    if let Some((entry, bytes)) = crate::bootstrap::from_source(source)? {
+        b.add(entry, bytes, &source.join(crate::bootstrap::BOOTSTRAP_SOURCE));
+    }
     b.check_unused_validators()?;
     let warnings = b.unused_schemas();
     let mut built = b.finish(key)?;

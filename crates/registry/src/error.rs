@@ -326,6 +326,16 @@ pub enum RegistryError {
         /// The release.
         release: String,
     },
+    /// A release's bootstrap paragraph is not one a server may serve.
+    #[error("{file}: {entry}: {reason}")]
+    BootstrapInvalid {
+        /// Registry-relative path, or the source file at build time.
+        file: String,
+        /// The entry.
+        entry: String,
+        /// What to change.
+        reason: String,
+    },
     /// A release source file is malformed, missing, or not used by the release.
     #[error("{file}{}: {reason}", line.map(|l| format!(":{l}")).unwrap_or_default())]
     SourceInvalid {
@@ -372,6 +382,7 @@ impl RegistryError {
             RegistryError::ChannelUnknownRelease { .. } => "channel_unknown_release",
             RegistryError::ReleaseNotFound { .. } => "release_not_found",
             RegistryError::ReleaseExists { .. } => "release_exists",
+            RegistryError::BootstrapInvalid { .. } => "bootstrap_invalid",
             RegistryError::SourceInvalid { .. } => "source_invalid",
         }
     }
@@ -422,6 +433,8 @@ impl RegistryError {
             | RegistryError::ChannelsInvalid { file, .. }
             | RegistryError::ChannelUnknownRelease { file, .. }
             | RegistryError::ReleaseExists { file, .. }
+            | RegistryError::ReportSchemaIncompatible { file, .. }
+            | RegistryError::BootstrapInvalid { file, .. }
             | RegistryError::SourceInvalid { file, .. } => Some(file),
         }
     }

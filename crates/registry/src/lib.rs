@@ -20,6 +20,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod bootstrap;
 mod builder;
 mod canonical;
 mod digest;
@@ -40,6 +41,7 @@ mod signature;
 pub mod uri;
 mod verify;
 
+pub use bootstrap::{BOOTSTRAP_ID, BOOTSTRAP_PATH, BOOTSTRAP_SOURCE, MAX_BOOTSTRAP_BYTES};
 pub use builder::{BuildWarning, BuiltRelease, build_release, publish, set_channel};
 pub use canonical::{is_canonical, to_canonical_bytes};
 pub use digest::{DigestParseError, Sha256Digest};

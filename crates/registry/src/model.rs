@@ -51,6 +51,8 @@ pub enum EntryKind {
     Validator,
     /// A JSON Schema.
     Schema,
+    /// The release's own bootstrap paragraph (at most one, see `bootstrap.rs`).
+    Bootstrap,
 }
 
 /// One file of a release, with its metadata.
@@ -97,6 +99,7 @@ impl Entry {
             EntryKind::Asset => "asset",
             EntryKind::Validator => "validator",
             EntryKind::Schema => "schema",
+            EntryKind::Bootstrap => "bootstrap",
         };
         let mut label = match (&self.workflow, self.asset_kind) {
             (Some(w), _) => format!("{kind} {w}/{}@{}", self.id, self.version),

@@ -12,7 +12,7 @@ use crate::{
         AssetId, AssetKind, ChannelName, Harness, ReleaseId, SchemaId, ValidatorId, Version,
         WorkflowId,
     },
-    model::{ChannelsFile, Entry, Manifest, StepDoc, ValidatorDoc, WorkflowDoc},
+    model::{ChannelsFile, Entry, EntryKind, Manifest, StepDoc, ValidatorDoc, WorkflowDoc},
     signature::KeyId,
 };
 
@@ -190,6 +190,17 @@ impl VerifiedRelease {
     /// The verified bytes of an entry, by its release-relative path.
     pub fn content(&self, path: &str) -> Option<&Arc<[u8]>> {
         self.contents.get(path)
+    }
+    /// The release's own bootstrap paragraph, if it carries one (checked UTF-8, bounded, not
+    /// blank).
+    pub fn bootstrap(&self) -> Option<&str> {
+        let entry = self
+            .manifest
+            .entries
+            .iter()
+            .find(|e| e.kind == EntryKind::Bootstrap)?;
+        let bytes = self.contents.get(&entry.path)?;
+        Some(std::str::from_utf8(bytes).expect("a verified bootstrap entry is UTF-8"))
     }
     /// Every version of every workflow.
     pub fn workflows(&self) -> impl Iterator<Item = &Workflow> {

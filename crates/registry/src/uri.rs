@@ -64,6 +64,15 @@ pub fn schema(release: &ReleaseId, id: &impl Display, version: &Version) -> Stri
     format!("rimthan://registry/{release}/schemas/{id}/{version}")
 }
 
+/// `rimthan://registry/{release}/bootstrap/agent-entrypoint`: a release's own bootstrap
+/// paragraph as signed, before the server appends its workflow list.
+pub fn bootstrap(release: &ReleaseId) -> String {
+    format!(
+        "rimthan://registry/{release}/bootstrap/{}",
+        crate::BOOTSTRAP_ID
+    )
+}
+
 /// The URI that serves a manifest entry's bytes.
 pub fn entry(release: &ReleaseId, entry: &Entry) -> String {
     use crate::model::EntryKind;
@@ -82,5 +91,6 @@ pub fn entry(release: &ReleaseId, entry: &Entry) -> String {
         }
         EntryKind::Validator => validator(release, &entry.id, &entry.version),
         EntryKind::Schema => schema(release, &entry.id, &entry.version),
+        EntryKind::Bootstrap => bootstrap(release),
     }
 }

@@ -257,6 +257,7 @@ fn expected_prefix(entry: &Entry) -> String {
         (EntryKind::Asset, _, Some(k)) => format!("assets/{k}/{}/{}/", entry.id, entry.version),
         (EntryKind::Validator, _, _) => format!("validators/{}/{}/", entry.id, entry.version),
         (EntryKind::Schema, _, _) => format!("schemas/{}/{}/", entry.id, entry.version),
+        (EntryKind::Bootstrap, _, _) => "bootstrap/".into(),
         (EntryKind::Step, None, _) | (EntryKind::Asset, _, None) => String::new(),
     }
 }
@@ -560,6 +561,13 @@ impl<'a> Structure<'a> {
                 {
                     return Err(self.duplicate(entry));
                 }
+            }
+            EntryKind::Bootstrap => {
+                crate::bootstrap::check_entry(
+                    self.file(entry),
+                    entry,
+                    &release.contents[&entry.path],
+                )?;
             }
         }
         Ok(())

@@ -97,4 +97,7 @@ fixtures! {
     schema_with_several_errors_reports_each_pointer => "schema-several-errors",
     schema_errors_are_listed_up_to_twenty => "schema-many-errors",
     validator_input_error_names_the_validator => "validator-input-unavailable",
+    bootstrap_file_the_manifest_does_not_list_is_unlisted => "bootstrap-unlisted",
+    oversize_bootstrap_entry_is_refused => "bootstrap-oversize",
+    blank_bootstrap_entry_is_refused => "bootstrap-blank",
 }

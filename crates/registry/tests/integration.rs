@@ -1,6 +1,7 @@
 //! Behaviour tests of the registry library: one binary, one module per concern.
 
 mod authoring;
+mod bootstrap;
 mod common;
 mod docs;
 mod fixtures;

@@ -159,6 +159,8 @@ pub enum Edit {
         pointer: String,
         value: Value,
     },
+    /// Add a manifest entry (its `bytes` and `sha256` are filled in when the case is sealed).
+    AddEntry { entry: Value },
 }
 
 fn resolve(path: &str) -> String {
@@ -240,6 +242,15 @@ impl Case {
                         .find(|e| e["path"] == entry.as_str())
                         .unwrap_or_else(|| panic!("no entry {entry}"));
                     set_pointer(target, pointer, value.clone());
+                    files.insert(manifest_path.clone(), to_canonical_bytes(&doc).unwrap());
+                }
+                Edit::AddEntry { entry } => {
+                    let mut doc: Value =
+                        serde_json::from_slice(files.get(&manifest_path).unwrap()).unwrap();
+                    let mut entry = entry.clone();
+                    entry["bytes"] = 0.into();
+                    entry["sha256"] = Sha256Digest::of(b"").to_string().into();
+                    doc["entries"].as_array_mut().unwrap().push(entry);
                     files.insert(manifest_path.clone(), to_canonical_bytes(&doc).unwrap());
                 }
             }
