@@ -32,6 +32,24 @@ async fn a_whole_session_runs_over_http_on_the_2026_07_28_revision() {
 }
 
 #[tokio::test]
+async fn every_shipped_workflow_completes_on_every_harness_it_pins_over_both_revisions() {
+    let http = http_server(server(Profile::WorkflowEngine).await).await;
+    let legacy = legacy_http_client(&http.url).await;
+    let modern = modern_http_client(&http.url).await;
+    let workflows = shipped_workflows();
+    assert!(workflows.len() >= 2, "{workflows:?}");
+    for (workflow, harnesses) in workflows {
+        for (i, harness) in harnesses.iter().enumerate() {
+            let client = if i % 2 == 0 { &legacy } else { &modern };
+            let done = run_workflow(client, &workflow, harness).await;
+            assert_eq!(done["status"], "completed", "{workflow} as {harness}");
+        }
+    }
+    legacy.cancel().await.unwrap();
+    modern.cancel().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_checkpoint_continues_from_another_connection_and_revision() {
     let http = http_server(server(Profile::WorkflowEngine).await).await;
     let first = legacy_http_client(&http.url).await;

@@ -164,7 +164,11 @@ pub fn build_release(
     b.adapters(&source.join("adapters"))?;
     b.workflows(&source.join("workflows"))?;
     if let Some((entry, bytes)) = crate::bootstrap::from_source(source)? {
-        b.add(entry, bytes, &source.join(crate::bootstrap::BOOTSTRAP_SOURCE));
+        b.add(
+            entry,
+            bytes,
+            &source.join(crate::bootstrap::BOOTSTRAP_SOURCE),
+        );
     }
     b.check_unused_validators()?;
     let warnings = b.unused_schemas();

@@ -29,8 +29,8 @@ mod error;
 mod files;
 mod frontmatter;
 mod ids;
-mod instance;
 mod init;
+mod instance;
 mod model;
 mod path;
 mod release;
@@ -56,8 +56,8 @@ pub use ids::{
     ReleaseId, SETUP_STEP, SchemaId, StepId, StepKind, ValidatorCapability, ValidatorExecution,
     ValidatorId, Version, WorkflowId, WritePolicy,
 };
-pub use instance::{example_or_instance, generate_instance};
 pub use init::{INIT_WORKFLOW_ID, init_source};
+pub use instance::{example_or_instance, generate_instance};
 pub use model::{
     AdapterContract, AdapterPin, AssetDelivery, AssetRef, ChannelsFile, Entry, EntryKind,
     MANIFEST_FORMAT, MEDIA_JSON, MEDIA_MARKDOWN, MEDIA_TOML, Manifest, OutputDecl, SchemaRef,

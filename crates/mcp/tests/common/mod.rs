@@ -3,14 +3,16 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::{net::SocketAddr, path::PathBuf, sync::Arc};
+use std::{net::SocketAddr, sync::Arc};
 
 use rimthan_engine::{Engine, Releases};
 use rimthan_mcp::{
     Profile, RimthanServer,
     http::{self, HttpConfig},
 };
-use rimthan_registry::{Sha256Digest, VerifiedRegistry, verify_embedded};
+use rimthan_registry::{
+    Harness, Sha256Digest, VerifiedRegistry, VerifiedRelease, example_or_instance, verify_embedded,
+};
 use rmcp::{
     RoleClient, ServiceExt,
     model::{CallToolRequestParams, CallToolResult, ProtocolVersion},
@@ -129,24 +131,84 @@ pub fn structured(result: &CallToolResult) -> Value {
     value
 }
 
-fn sample(path: &str) -> Vec<u8> {
-    let root =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../registry/samples/research-study");
-    std::fs::read(root.join(path)).unwrap()
+/// The content a harness writes for `output` of `step`: the author's example from the release
+/// (the step's inlined example, or the output schema's `examples`).
+fn example(release: &VerifiedRelease, workflow: &str, step: &str, output: &str) -> Vec<u8> {
+    let workflow = release.latest_workflow(&workflow.parse().unwrap()).unwrap();
+    let decl = workflow
+        .step(step)
+        .unwrap()
+        .doc()
+        .outputs
+        .iter()
+        .find(|o| o.artifact_id.as_str() == output)
+        .unwrap();
+    if let Some(text) = &decl.example {
+        return text.clone().into_bytes();
+    }
+    let schema = decl
+        .schema
+        .as_ref()
+        .expect("an output without example has a schema");
+    let schema = release.schema(&schema.id, &schema.version).unwrap();
+    serde_json::to_vec_pretty(&example_or_instance(schema.value()).expect("an example")).unwrap()
 }
 
-pub fn start_arguments(harness: &str) -> Value {
+/// The stable release of the embedded registry.
+fn shipped() -> std::sync::Arc<VerifiedRelease> {
+    verify_embedded()
+        .unwrap()
+        .channel(&"stable".parse().unwrap())
+        .unwrap()
+        .clone()
+}
+
+/// Every shipped workflow with each harness it pins.
+pub fn shipped_workflows() -> Vec<(String, Vec<String>)> {
+    shipped()
+        .workflows()
+        .map(|w| {
+            let harnesses = w.doc().harnesses.keys().map(|h| h.to_string()).collect();
+            (w.doc().id.to_string(), harnesses)
+        })
+        .collect()
+}
+
+/// Start arguments for a shipped workflow: the adapter it pins for `harness`, every host
+/// capability and the validator capabilities its validators use.
+pub fn start_arguments_for(workflow: &str, harness: &str) -> Value {
+    let release = shipped();
+    let wf = release.latest_workflow(&workflow.parse().unwrap()).unwrap();
+    let pin = &wf.doc().harnesses[&harness.parse::<Harness>().unwrap()];
+    let validator_capabilities: std::collections::BTreeSet<_> = wf
+        .steps()
+        .iter()
+        .flat_map(|s| s.doc().validators.iter())
+        .flat_map(|v| {
+            release
+                .validator(&v.id, &v.version)
+                .unwrap()
+                .doc()
+                .capabilities
+                .clone()
+        })
+        .collect();
     json!({
-        "workflow_id": "research-study",
+        "workflow_id": workflow,
         "host": {
             "harness": harness,
-            "adapter": {"id": harness, "version": "1.1.0"},
+            "adapter": {"id": pin.id, "version": pin.version},
             "capabilities": ["mcp.tools", "mcp.resources", "mcp.prompts", "native-subagents",
                              "scoped-inputs", "read-only-capabilities", "structured-reports",
                              "project-local-assets"],
-            "validator_capabilities": ["workspace.read", "web.read", "git.read"]
+            "validator_capabilities": validator_capabilities,
         }
     })
+}
+
+/// Start arguments for a research-study session as `harness`.
+pub fn start_arguments(harness: &str) -> Value {
+    start_arguments_for("research-study", harness)
 }
 
 /// Drives a whole research-study session with tool calls alone; returns the final payload.
@@ -156,9 +218,20 @@ pub async fn run_session(client: &Client, harness: &str) -> Value {
 
 /// The same, spreading the calls round-robin over several clients (replicas).
 pub async fn run_session_across(clients: &[&Client], harness: &str) -> Value {
+    run_workflow_across(clients, "research-study", harness).await
+}
+
+/// Drives a whole session of a shipped workflow as `harness`, with the release's own examples
+/// as outputs and reports that carry what each validator's report schema adds.
+pub async fn run_workflow(client: &Client, workflow: &str, harness: &str) -> Value {
+    run_workflow_across(&[client], workflow, harness).await
+}
+
+async fn run_workflow_across(clients: &[&Client], workflow: &str, harness: &str) -> Value {
+    let release = shipped();
     let turn = std::sync::atomic::AtomicUsize::new(0);
     let next = || clients[turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % clients.len()];
-    let start = start_arguments(harness);
+    let start = start_arguments_for(workflow, harness);
     let mut payload = structured(&call(next(), rimthan_mcp::START, start.clone()).await);
     assert_eq!(payload["status"], "active", "{payload}");
     while payload["status"] != "completed" {
@@ -178,7 +251,7 @@ pub async fn run_session_across(clients: &[&Client], harness: &str) -> Value {
                 "deliveries": deliveries});
         } else {
             let artifacts: Vec<Value> = step["outputs"].as_array().unwrap().iter().map(|o| {
-                let bytes = sample(o["path"].as_str().unwrap());
+                let bytes = example(&release, workflow, &id, o["artifact_id"].as_str().unwrap());
                 let mut a = json!({"artifact_id": o["artifact_id"], "path": o["path"], "owner_step": o["owner_step"],
                     "media_type": o["media_type"], "bytes": bytes.len(), "sha256": Sha256Digest::of(&bytes).to_string(),
                     "symlink_free": true, "read_back": true, "write_policy": o["write_policy"]});
@@ -192,12 +265,22 @@ pub async fn run_session_across(clients: &[&Client], harness: &str) -> Value {
         }
         let plan = structured(&call(next(), rimthan_mcp::PREPARE, prepare).await);
         assert_eq!(plan["status"], "ready", "{plan}");
-        let reports: Vec<Value> = plan["validators"].as_array().unwrap().iter().map(|v| json!({
-            "validator_id": v["id"], "validator_version": v["version"], "verdict": "pass",
-            "summary": "Checked the declared inputs.", "findings": [],
-            "inputs_read": v["inputs"].as_array().unwrap().iter().map(|i| i["path"].clone()).collect::<Vec<_>>(),
-            "capabilities_used": v["capabilities"],
-        })).collect();
+        let reports: Vec<Value> = plan["validators"].as_array().unwrap().iter().map(|v| {
+            let schema = release
+                .schema(&v["report_schema"]["id"].as_str().unwrap().parse().unwrap(),
+                        &v["report_schema"]["version"].as_str().unwrap().parse().unwrap())
+                .unwrap();
+            let mut report = example_or_instance(schema.value()).unwrap();
+            for (field, value) in json!({
+                "validator_id": v["id"], "validator_version": v["version"], "verdict": "pass",
+                "summary": "Checked the declared inputs.", "findings": [],
+                "inputs_read": v["inputs"].as_array().unwrap().iter().map(|i| i["path"].clone()).collect::<Vec<_>>(),
+                "capabilities_used": v["capabilities"],
+            }).as_object().unwrap() {
+                report[field] = value.clone();
+            }
+            report
+        }).collect();
         let submit = json!({"checkpoint": payload["checkpoint"], "validation_id": plan["validation_id"], "reports": reports});
         let result = call(next(), rimthan_mcp::SUBMIT, submit).await;
         assert_ne!(result.is_error, Some(true));
