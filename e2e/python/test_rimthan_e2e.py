@@ -11,10 +11,14 @@ and attest the digest of what is on disk) -> submit the empty report set -> for 
 write the declared outputs, read them back, attest (sha256, size, symlink-freeness, parsed JSON
 content) -> submit one passing report per validator -> until status "completed".
 
-Every session test runs once per shipped workflow (`WORKFLOWS`): `research-study` (four steps,
-JSON and Markdown outputs, base reports) and `schema-migration` (three steps, SQL outputs, a
+Every session test runs once per workflow in `WORKFLOWS`: the shipped `research-study` (four
+steps, JSON and Markdown outputs, base reports) and `schema-migration` (three steps, SQL outputs, a
 validator whose report schema adds required fields and that needs `database.read`, no adapter
-pinned for `buzz`). Output content is the workflow's folder under `registry/samples/`.
+pinned for `buzz`), whose output content is their folder under `registry/samples/`; and
+`changelog-entry`, written outside this repository's registry (`crates/cli/tests/data/outside-workflow/`),
+built into a release signed with a fresh key and served with `--registry`. Its outputs are composed
+by the test itself (JSON, plain text, a shell script), and `entry-reviewer`'s report schema adds the
+required `files_checked`; only `codex` and `claude-code` are pinned.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import ctypes
 import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -49,6 +54,9 @@ from mcp.client.stdio import stdio_client
 RIMTHAN_BIN = os.environ.get("RIMTHAN_BIN", "")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SAMPLES_ROOT = REPO_ROOT / "registry" / "samples"
+REGISTRY_SOURCE = REPO_ROOT / "registry" / "source"
+OUTSIDE_SOURCE = REPO_ROOT / "crates" / "cli" / "tests" / "data" / "outside-workflow"
+OUTSIDE_RELEASE = "2027.1.0"
 
 SERVER_NAME = "rimthan-workflow-engine"
 START = "rimthan.start_workflow"
@@ -74,7 +82,7 @@ CAPABILITIES = [
 
 @dataclass(frozen=True)
 class WorkflowCase:
-    """What the suite needs to know about one shipped workflow to drive and check a session."""
+    """What the suite needs to know about one workflow to drive and check a session."""
 
     id: str
     steps: list[str]
@@ -85,10 +93,34 @@ class WorkflowCase:
     report_extras: dict[str, dict[str, Any]] = field(default_factory=dict)
     plan_capabilities: dict[str, list[str]] = field(default_factory=dict)
     unpinned_harnesses: list[str] = field(default_factory=list)
+    # A registry source folder the suite builds and signs a release from (None: the embedded
+    # default release), and the output bytes the test composes itself (otherwise the samples).
+    source: Path | None = None
+    written: dict[str, bytes] = field(default_factory=dict)
 
-    @property
-    def samples(self) -> Path:
-        return SAMPLES_ROOT / self.id
+    def content(self, rel: str) -> bytes:
+        """The bytes the harness writes at the declared output path `rel`."""
+        if rel in self.written:
+            return self.written[rel]
+        return (SAMPLES_ROOT / self.id / rel).read_bytes()
+
+
+# A changelog entry valid against the outside workflow's `changelog-entry` schema, which has no
+# examples to copy from.
+CHANGELOG_ENTRY = {
+    "kind": "fixed",
+    "summary": "Exports keep the last row when the file ends without a newline.",
+    "ships_on": "2027-01-15",
+    "issues": [412],
+    "breaking": False,
+}
+RELEASE_NOTES = "Fixed: exports keep the last row when the file ends without a newline (#412).\n"
+CHECK_SCRIPT = """#!/bin/sh
+# Checks that the change drafted in changes/entry.json shipped: the last row survives an export.
+set -eu
+printf 'id\\n1\\n2' > "${TMPDIR:-/tmp}/rows.csv"
+test "$(tail -n 1 "${TMPDIR:-/tmp}/rows.csv")" = 2
+"""
 
 
 WORKFLOWS = [
@@ -133,6 +165,23 @@ WORKFLOWS = [
         },
         plan_capabilities={"migration-checker": ["workspace.read", "database.read"]},
         unpinned_harnesses=["buzz"],
+    ),
+    WorkflowCase(
+        id="changelog-entry",
+        steps=["setup-workspace", "draft-entry", "publish-notes"],
+        outputs=["changes/entry.json", "changes/notes.txt", "changes/check.sh"],
+        claude_assets=[".claude/agents/entry-reviewer.md", ".claude/agents/notes-reviewer.md"],
+        validator_capabilities=["workspace.read"],
+        # entry-reviewer reads one declared input, changes/entry.json.
+        report_extras={"entry-reviewer": {"files_checked": 1}},
+        plan_capabilities={"entry-reviewer": ["workspace.read"], "notes-reviewer": ["workspace.read"]},
+        unpinned_harnesses=["cowork", "buzz"],
+        source=OUTSIDE_SOURCE,
+        written={
+            "changes/entry.json": json.dumps(CHANGELOG_ENTRY, indent=2).encode() + b"\n",
+            "changes/notes.txt": RELEASE_NOTES.encode(),
+            "changes/check.sh": CHECK_SCRIPT.encode(),
+        },
     ),
 ]
 WORKFLOW_IDS = [w.id for w in WORKFLOWS]
@@ -208,7 +257,35 @@ class HttpServer:
             return "(no server log)"
 
 
-def _start_http_server(workdir: Path) -> HttpServer:
+def _run_cli(args: list[str]) -> None:
+    out = subprocess.run([_require_binary(), *args], stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    if out.returncode != 0:
+        pytest.fail(f"rimthan {' '.join(args)} exited {out.returncode}:\n{out.stderr.decode(errors='replace')}")
+
+
+def _build_release(wf: WorkflowCase, workdir: Path) -> Path:
+    """Sign a release of `wf.source` as its author would: their workflow plus the shared host
+    adapters and base report schema, under a fresh key (as `crates/cli/tests/stage.rs` does)."""
+    assert wf.source is not None
+    source = workdir / "source"
+    shutil.copytree(wf.source, source, ignore=shutil.ignore_patterns("README.md"))
+    shutil.copytree(REGISTRY_SOURCE / "adapters", source / "adapters")
+    shutil.copytree(REGISTRY_SOURCE / "schemas" / "validator-report", source / "schemas" / "validator-report")
+    key = workdir / "author.key"
+    registry = workdir / "registry"
+    _run_cli(["registry", "keygen", "--out", str(key)])
+    _run_cli(
+        ["registry", "build", str(source), "--out", str(registry), "--release", OUTSIDE_RELEASE]
+        + ["--key", str(key), "--channel", "stable"]
+    )
+    return registry
+
+
+def _registry_args(registry: Path | None) -> list[str]:
+    return [] if registry is None else ["--registry", str(registry)]
+
+
+def _start_http_server(workdir: Path, registry: Path | None = None) -> HttpServer:
     binary = _require_binary()
     db = workdir / "db.sqlite"
     last_log = ""
@@ -217,7 +294,8 @@ def _start_http_server(workdir: Path) -> HttpServer:
         log = workdir / f"server-{attempt}.log"
         with open(log, "wb") as log_file:
             proc = subprocess.Popen(
-                [binary, "serve", "--listen", f"127.0.0.1:{port}", "--database-url", f"sqlite://{db}"],
+                [binary, "serve", "--listen", f"127.0.0.1:{port}", "--database-url", f"sqlite://{db}"]
+                + _registry_args(registry),
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
@@ -238,9 +316,8 @@ def _start_http_server(workdir: Path) -> HttpServer:
     pytest.fail(f"rimthan serve did not become ready (GET /readyz != 200):\n{last_log}", pytrace=False)
 
 
-@pytest.fixture(scope="module")
-def http_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    server = _start_http_server(tmp_path_factory.mktemp("rimthan-http"))
+def _serving(request: pytest.FixtureRequest, workdir: Path, registry: Path | None = None):
+    server = _start_http_server(workdir, registry)
     failed_before = request.session.testsfailed
     try:
         yield server
@@ -248,6 +325,24 @@ def http_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
         _stop(server.proc)
         if request.session.testsfailed > failed_before:
             print(f"\n--- rimthan HTTP server log ({server.log}) ---\n{server.log_tail(80)}")
+
+
+@pytest.fixture(scope="module")
+def http_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """A server on the embedded default release."""
+    yield from _serving(request, tmp_path_factory.mktemp("rimthan-http"))
+
+
+@pytest.fixture(scope="module")
+def outside_registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    (wf,) = [w for w in WORKFLOWS if w.source is not None]
+    return _build_release(wf, tmp_path_factory.mktemp("rimthan-outside"))
+
+
+@pytest.fixture(scope="module")
+def outside_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, outside_registry: Path):
+    """A server on the release built from the outside workflow."""
+    yield from _serving(request, tmp_path_factory.mktemp("rimthan-http-outside"), outside_registry)
 
 
 @pytest.fixture
@@ -258,6 +353,24 @@ def anyio_backend() -> str:
 @pytest.fixture(params=WORKFLOWS, ids=WORKFLOW_IDS)
 def workflow(request: pytest.FixtureRequest) -> WorkflowCase:
     return request.param
+
+
+@pytest.fixture
+def release(request: pytest.FixtureRequest, workflow: WorkflowCase) -> Path | None:
+    """The registry folder serving `workflow` (None: the embedded default release)."""
+    return request.getfixturevalue("outside_registry") if workflow.source is not None else None
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest, workflow: WorkflowCase) -> HttpServer:
+    """The HTTP server whose release has `workflow`."""
+    return request.getfixturevalue("outside_server" if workflow.source is not None else "http_server")
+
+
+def workflows_where(predicate) -> pytest.MarkDecorator:
+    """Parametrize the `workflow` fixture over the workflows that have what a test needs."""
+    cases = [w for w in WORKFLOWS if predicate(w)]
+    return pytest.mark.parametrize("workflow", cases, ids=[w.id for w in cases], indirect=True)
 
 
 @pytest.fixture
@@ -272,12 +385,12 @@ def http_client(server: HttpServer, mode: str) -> Client:
 
 
 @contextlib.asynccontextmanager
-async def stdio_session(workdir: Path, mode: str):
+async def stdio_session(workdir: Path, mode: str, registry: Path | None = None):
     """A Client over the SDK's stdio transport; the SDK spawns and stops the server process."""
     binary = _require_binary()
     params = StdioServerParameters(
         command=binary,
-        args=["serve", "--stdio", "--database-url", f"sqlite://{workdir / 'db.sqlite'}"],
+        args=["serve", "--stdio", "--database-url", f"sqlite://{workdir / 'db.sqlite'}"] + _registry_args(registry),
         cwd=str(workdir),
     )
     log_path = workdir / "stdio-server.log"
@@ -404,8 +517,7 @@ def host_attestation(wf: WorkflowCase, deliveries: list[dict[str, Any]]) -> dict
 
 def write_and_attest_output(wf: WorkflowCase, project: Path, output: dict[str, Any]) -> dict[str, Any]:
     rel = output["path"]
-    sample = (wf.samples / rel).read_bytes()
-    write_project_file(project, rel, sample)
+    write_project_file(project, rel, wf.content(rel))
     on_disk = (project / rel).read_bytes()  # read back from disk; everything below is computed from it
     assert len(on_disk) <= output["max_bytes"], f"{rel}: {len(on_disk)} bytes > max_bytes {output['max_bytes']}"
     artifact = {
@@ -527,9 +639,9 @@ def assert_completed_session(run: SessionRun, project: Path, wf: WorkflowCase) -
     assert final["status"] == "completed"
     assert final.get("step") is None
     assert final["session_file"]["content"]["status"] == "completed"
-    # Every declared output and every project-local asset is really on disk, with the sample bytes.
+    # Every declared output and every project-local asset is really on disk, with the bytes written.
     for rel in wf.outputs:
-        assert (project / rel).read_bytes() == (wf.samples / rel).read_bytes()
+        assert (project / rel).read_bytes() == wf.content(rel)
     for rel in wf.claude_assets:
         assert (project / rel).is_file(), f"host asset {rel} was not delivered"
     saved = json.loads((project / ".rimthan/workflow-session.json").read_bytes())
@@ -544,9 +656,9 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.mark.parametrize("mode", HTTP_MODES)
-async def test_http_whole_session(http_server: HttpServer, project: Path, workflow: WorkflowCase, mode: str) -> None:
+async def test_http_whole_session(server: HttpServer, project: Path, workflow: WorkflowCase, mode: str) -> None:
     with anyio.fail_after(TEST_TIMEOUT_S):
-        async with http_client(http_server, mode) as client:
+        async with http_client(server, mode) as client:
             expected = "2025-11-25" if mode == "legacy" else mode
             assert client.protocol_version == expected
             run = await run_session(client, project, workflow)
@@ -554,9 +666,11 @@ async def test_http_whole_session(http_server: HttpServer, project: Path, workfl
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_stdio_whole_session(tmp_path: Path, project: Path, workflow: WorkflowCase, mode: str) -> None:
+async def test_stdio_whole_session(
+    tmp_path: Path, project: Path, workflow: WorkflowCase, release: Path | None, mode: str
+) -> None:
     with anyio.fail_after(TEST_TIMEOUT_S):
-        async with stdio_session(tmp_path, mode) as client:
+        async with stdio_session(tmp_path, mode, release) as client:
             expected = "2025-11-25" if mode == "legacy" else "2026-07-28"
             assert client.protocol_version == expected
             assert client.server_info is not None and client.server_info.name == SERVER_NAME
@@ -565,13 +679,14 @@ async def test_stdio_whole_session(tmp_path: Path, project: Path, workflow: Work
 
 
 @pytest.mark.parametrize("mode", HTTP_MODES)
+@workflows_where(lambda w: w.report_extras)
 async def test_a_report_without_a_field_its_own_schema_requires_is_rejected(
-    http_server: HttpServer, project: Path, mode: str
+    server: HttpServer, project: Path, workflow: WorkflowCase, mode: str
 ) -> None:
-    """migration-checker's report schema adds required fields; the base report alone is refused."""
-    wf = next(w for w in WORKFLOWS if w.report_extras)
+    """A validator's report schema adds required fields; the base report alone is refused."""
+    wf = workflow
     with anyio.fail_after(TEST_TIMEOUT_S):
-        async with http_client(http_server, mode) as client:
+        async with http_client(server, mode) as client:
             payload = await call_ok(client, START, start_arguments(wf))
             while True:
                 step = payload["step"]
@@ -605,20 +720,28 @@ async def test_a_report_without_a_field_its_own_schema_requires_is_rejected(
                 sc = rejected.structured_content
                 assert sc["status"] == "rejected", sc
                 assert "report_schema_invalid" in codes(sc["failures"]), sc
+                # Each stripped report is refused for exactly the fields its own schema adds.
+                invalid = {f["detail"]["validator_id"]: f for f in sc["failures"] if f["code"] == "report_schema_invalid"}
+                assert sorted(invalid) == sorted(r["validator_id"] for r in extended), sc
+                for vid, failure in invalid.items():
+                    messages = " ".join(e["message"] for e in failure["detail"]["errors"])
+                    for extra in wf.report_extras[vid]:
+                        assert f'"{extra}" is a required property' in messages, failure
                 return
 
 
 @pytest.mark.parametrize("mode", HTTP_MODES)
-async def test_a_harness_the_workflow_does_not_pin_is_blocked(http_server: HttpServer, mode: str) -> None:
-    cases = [(w, h) for w in WORKFLOWS for h in w.unpinned_harnesses]
-    assert cases, "no shipped workflow leaves a harness out"
+@workflows_where(lambda w: w.unpinned_harnesses)
+async def test_a_harness_the_workflow_does_not_pin_is_blocked(
+    server: HttpServer, workflow: WorkflowCase, mode: str
+) -> None:
     with anyio.fail_after(TEST_TIMEOUT_S):
-        async with http_client(http_server, mode) as client:
-            for wf, harness in cases:
+        async with http_client(server, mode) as client:
+            for harness in workflow.unpinned_harnesses:
                 result = await call(
                     client,
                     START,
-                    start_arguments(wf, harness=harness, adapter={"id": harness, "version": "1.1.0"}),
+                    start_arguments(workflow, harness=harness, adapter={"id": harness, "version": "1.1.0"}),
                 )
                 assert result.is_error is True
                 sc = result.structured_content
@@ -710,10 +833,10 @@ async def test_blocked_start_legacy_adapter(http_server: HttpServer, mode: str) 
 
 @pytest.mark.parametrize("mode", HTTP_MODES)
 async def test_rejected_attestation_asset_digest(
-    http_server: HttpServer, project: Path, workflow: WorkflowCase, mode: str
+    server: HttpServer, project: Path, workflow: WorkflowCase, mode: str
 ) -> None:
     with anyio.fail_after(TEST_TIMEOUT_S):
-        async with http_client(http_server, mode) as client:
+        async with http_client(server, mode) as client:
             payload = await call_ok(client, START, start_arguments(workflow))
             deliveries = await deliver_host_assets(client, project, payload["host_assets"])
             tampered = [dict(d) for d in deliveries]
@@ -734,10 +857,10 @@ async def test_rejected_attestation_asset_digest(
 
 
 @pytest.mark.parametrize("mode", HTTP_MODES)
-async def test_sdk_call_tool_accepts_active_payload(http_server: HttpServer, workflow: WorkflowCase, mode: str) -> None:
+async def test_sdk_call_tool_accepts_active_payload(server: HttpServer, workflow: WorkflowCase, mode: str) -> None:
     """Plain Client.call_tool (no helper) accepts active payloads; `findings` is always present."""
     with anyio.fail_after(TEST_TIMEOUT_S):
-        async with http_client(http_server, mode) as client:
+        async with http_client(server, mode) as client:
             started = await client.call_tool(START, start_arguments(workflow))
             assert started.is_error is not True
             assert started.structured_content["status"] == "active"

@@ -46,6 +46,8 @@ fn stage(url: &str, project: &Path, harness: &str, resume: bool) -> Child {
     let mut cmd = Command::new(BIN);
     cmd.args([
         "stage",
+        "--workflow",
+        "research-study",
         "--harness",
         harness,
         "--url",

@@ -65,52 +65,118 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// The shipped workflows and the harnesses each pins, with the protocol to speak.
+const SHIPPED: [(&str, &[(&str, &str)]); 2] = [
+    (
+        "research-study",
+        &[
+            ("codex", "2026-07-28"),
+            ("claude-code", "2025-11-25"),
+            ("cowork", "2026-07-28"),
+            ("buzz", "2025-11-25"),
+        ],
+    ),
+    (
+        "schema-migration",
+        &[
+            ("codex", "2025-11-25"),
+            ("claude-code", "2026-07-28"),
+            ("cowork", "2025-11-25"),
+        ],
+    ),
+];
+
 #[test]
-fn every_harness_completes_against_a_served_engine() {
+fn every_shipped_workflow_completes_on_every_harness_it_pins_against_a_served_engine() {
     let server = serve();
-    for (harness, protocol) in [
-        ("codex", "2026-07-28"),
-        ("claude-code", "2025-11-25"),
-        ("cowork", "2026-07-28"),
-        ("buzz", "2025-11-25"),
-    ] {
-        let project = tempfile::tempdir().unwrap();
-        let out = stage(&[
-            "--harness",
-            harness,
-            "--url",
-            &server.url,
-            "--protocol",
-            protocol,
-            "--project",
-            project.path().to_str().unwrap(),
-        ]);
-        assert!(out.status.success(), "{harness}: {}", stderr(&out));
-        assert!(String::from_utf8_lossy(&out.stdout).contains(": completed"));
-        assert_eq!(
-            stderr(&out)
-                .lines()
-                .filter(|l| l.starts_with("step "))
-                .count(),
-            4,
-            "{harness}"
-        );
-        let session: serde_json::Value = serde_json::from_slice(
-            &std::fs::read(project.path().join(".rimthan/workflow-session.json")).unwrap(),
-        )
+    for (workflow, harnesses) in SHIPPED {
+        let steps = std::fs::read_to_string(format!(
+            "../../registry/source/workflows/{workflow}/1.0.0/workflow.json"
+        ))
+        .map(|t| {
+            serde_json::from_str::<serde_json::Value>(&t).unwrap()["steps"]
+                .as_array()
+                .unwrap()
+                .len()
+        })
         .unwrap();
-        assert_eq!(session["status"], "completed");
-        assert_eq!(session["host"]["harness"], harness);
-        let local = match harness {
-            "codex" => Some(".codex/agents/claim-checker.toml"),
-            "claude-code" => Some(".claude/agents/claim-checker.md"),
-            _ => None,
-        };
-        if let Some(path) = local {
-            assert!(project.path().join(path).is_file(), "{harness}: {path}");
+        for (harness, protocol) in harnesses {
+            let project = tempfile::tempdir().unwrap();
+            let out = stage(&[
+                "--workflow",
+                workflow,
+                "--harness",
+                harness,
+                "--url",
+                &server.url,
+                "--protocol",
+                protocol,
+                "--project",
+                project.path().to_str().unwrap(),
+            ]);
+            assert!(
+                out.status.success(),
+                "{workflow} {harness}: {}",
+                stderr(&out)
+            );
+            assert!(String::from_utf8_lossy(&out.stdout).contains(": completed"));
+            assert_eq!(step_lines(&out).len(), steps, "{workflow} {harness}");
+            let session: serde_json::Value = serde_json::from_slice(
+                &std::fs::read(project.path().join(".rimthan/workflow-session.json")).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(session["status"], "completed");
+            assert_eq!(session["workflow"]["id"], workflow);
+            assert_eq!(session["host"]["harness"], *harness);
+            let local = match *harness {
+                "codex" => Some(".codex/agents/"),
+                "claude-code" => Some(".claude/agents/"),
+                _ => None,
+            };
+            if let Some(dir) = local {
+                assert!(project.path().join(dir).is_dir(), "{harness}: {dir}");
+            }
+            assert!(!project.path().join(".claude").exists() || *harness == "claude-code");
         }
-        assert!(!project.path().join(".claude").exists() || harness == "claude-code");
     }
+}
+
+#[test]
+fn a_harness_a_shipped_workflow_leaves_out_is_blocked() {
+    let project = tempfile::tempdir().unwrap();
+    let out = stage(&[
+        "--workflow",
+        "schema-migration",
+        "--harness",
+        "buzz",
+        "--project",
+        project.path().to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unsupported_harness"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn without_workflow_a_release_of_several_workflows_names_them() {
+    let project = tempfile::tempdir().unwrap();
+    let out = stage(&[
+        "--harness",
+        "codex",
+        "--project",
+        project.path().to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("--workflow")
+            && err.contains("research-study@1.0.0")
+            && err.contains("schema-migration@1.0.0"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -125,6 +191,8 @@ fn each_fault_shows_its_documented_code() {
     ] {
         let project = tempfile::tempdir().unwrap();
         let out = stage(&[
+            "--workflow",
+            "research-study",
             "--harness",
             "codex",
             "--url",
@@ -151,6 +219,8 @@ fn a_session_resumes_from_its_session_file() {
     let project = tempfile::tempdir().unwrap();
     let dir = project.path().to_str().unwrap();
     let first = stage(&[
+        "--workflow",
+        "schema-migration",
         "--harness",
         "claude-code",
         "--url",
@@ -182,6 +252,8 @@ fn a_session_resumes_from_its_session_file() {
 fn an_in_process_run_needs_no_server() {
     let project = tempfile::tempdir().unwrap();
     let out = stage(&[
+        "--workflow",
+        "research-study",
         "--harness",
         "buzz",
         "--project",

@@ -326,9 +326,11 @@ async fn metrics_are_valid_prometheus_text() {
     );
     assert_eq!(get("rimthan_open_sessions"), 0.0);
     assert_eq!(
-        get(
-            r#"rimthan_registry_release_info{channel="stable",release="2026.12.0",manifest_sha256="207b8324ce7f1cd847ec416b3cdd5500f30afeb39f3019657c5cea4d249d66d6"}"#
-        ),
+        get(&format!(
+            r#"rimthan_registry_release_info{{channel="stable",release="{}",manifest_sha256="{}"}}"#,
+            rimthan_registry::DEFAULT_RELEASE_ID,
+            rimthan_registry::DEFAULT_MANIFEST_SHA256
+        )),
         1.0
     );
     assert_eq!(get("rimthan_store_errors_total"), 0.0);

@@ -168,6 +168,8 @@ async fn legacy_profile_serves_no_workflow_tool_and_no_registry_resource() {
     assert_eq!(
         uris,
         [
+            "rimthan://schemas/migration-change",
+            "rimthan://schemas/migration-check-report",
             "rimthan://schemas/research-question",
             "rimthan://schemas/source-list",
             "rimthan://schemas/validator-report",

@@ -226,7 +226,7 @@ fn renditions_parse_as_their_hosts_formats() {
         assert_ne!(codex.sha256, claude.sha256);
         seen += 1;
     }
-    assert_eq!(seen, 3);
+    assert_eq!(seen, 5);
     let skill = release
         .asset(
             AssetKind::Skill,
@@ -248,6 +248,8 @@ fn shipped_schemas_include_the_session_and_report_schemas() {
     assert_eq!(
         ids,
         [
+            "migration-change",
+            "migration-check-report",
             "research-question",
             "source-list",
             "validator-report",
