@@ -14,7 +14,9 @@ content) -> submit one passing report per validator -> until status "completed".
 Every session test runs once per workflow in `WORKFLOWS`: the shipped `research-study` (four
 steps, JSON and Markdown outputs, base reports) and `schema-migration` (three steps, SQL outputs, a
 validator whose report schema adds required fields and that needs `database.read`, no adapter
-pinned for `buzz`), whose output content is their folder under `registry/samples/`; and
+pinned for `buzz`), whose output content is each output's worked example in the built default
+release (`registry/default/releases/<release>/`): the step document's `example`, or the first entry
+of its schema's `examples`, read the way an agent would see them; and
 `changelog-entry`, written outside this repository's registry (`crates/cli/tests/data/outside-workflow/`),
 built into a release signed with a fresh key and served with `--registry`. Its outputs are composed
 by the test itself (JSON, plain text, a shell script), and `entry-reviewer`'s report schema adds the
@@ -26,6 +28,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import functools
 import hashlib
 import json
 import os
@@ -53,7 +56,7 @@ from mcp.client.stdio import stdio_client
 
 RIMTHAN_BIN = os.environ.get("RIMTHAN_BIN", "")
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SAMPLES_ROOT = REPO_ROOT / "registry" / "samples"
+DEFAULT_RELEASES = REPO_ROOT / "registry" / "default" / "releases"
 REGISTRY_SOURCE = REPO_ROOT / "registry" / "source"
 OUTSIDE_SOURCE = REPO_ROOT / "crates" / "cli" / "tests" / "data" / "outside-workflow"
 OUTSIDE_RELEASE = "2027.1.0"
@@ -94,7 +97,8 @@ class WorkflowCase:
     plan_capabilities: dict[str, list[str]] = field(default_factory=dict)
     unpinned_harnesses: list[str] = field(default_factory=list)
     # A registry source folder the suite builds and signs a release from (None: the embedded
-    # default release), and the output bytes the test composes itself (otherwise the samples).
+    # default release), and the output bytes the test composes itself (otherwise the worked
+    # examples of the default release).
     source: Path | None = None
     written: dict[str, bytes] = field(default_factory=dict)
 
@@ -102,7 +106,38 @@ class WorkflowCase:
         """The bytes the harness writes at the declared output path `rel`."""
         if rel in self.written:
             return self.written[rel]
-        return (SAMPLES_ROOT / self.id / rel).read_bytes()
+        examples = release_examples(self.id)
+        assert rel in examples, f"{self.id} declares no output {rel} in the default release: {sorted(examples)}"
+        return examples[rel]
+
+
+def only_dir(parent: Path, what: str) -> Path:
+    found = sorted(p for p in parent.iterdir() if p.is_dir())
+    assert len(found) == 1, f"expected exactly one {what} under {parent}, found {[p.name for p in found]}"
+    return found[0]
+
+
+@functools.cache
+def release_examples(workflow_id: str) -> dict[str, bytes]:
+    """Per declared output path of a workflow in the built default release, the bytes of its
+    worked example: the step document's `example`, else its schema's `examples[0]` as JSON."""
+    release = only_dir(DEFAULT_RELEASES, "release")
+    version = only_dir(release / "workflows" / workflow_id, f"version of {workflow_id}")
+    examples: dict[str, bytes] = {}
+    for step_file in sorted((version / "steps").glob("*.json")):
+        for output in json.loads(step_file.read_bytes())["outputs"]:
+            where = f"{step_file.relative_to(release)}: output {output['path']}"
+            if "example" in output:
+                assert isinstance(output["example"], str), f"{where}: example is not a string"
+                examples[output["path"]] = output["example"].encode()
+                continue
+            schema_ref = output["schema"]
+            assert schema_ref is not None, f"{where} has neither an example nor a schema"
+            schema_file = release / "schemas" / schema_ref["id"] / schema_ref["version"] / "schema.json"
+            shipped = json.loads(schema_file.read_bytes()).get("examples")
+            assert isinstance(shipped, list) and shipped, f"{where}: {schema_file.relative_to(release)} has no examples"
+            examples[output["path"]] = (json.dumps(shipped[0], indent=2, ensure_ascii=False) + "\n").encode()
+    return examples
 
 
 # A changelog entry valid against the outside workflow's `changelog-entry` schema, which has no

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartRequest {
-    /// The workflow to start, e.g. `research-study`.
+    /// The workflow to start: one the active release offers (the bootstrap text lists them).
     pub workflow_id: WorkflowId,
     /// Its version; the highest in the release when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -106,7 +106,7 @@ macro_rules! name_id {
 }
 
 name_id!(
-    /// A workflow id such as `research-study`.
+    /// A workflow id such as `incident-review`.
     WorkflowId, "workflow id"
 );
 name_id!(

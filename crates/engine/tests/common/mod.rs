@@ -1,9 +1,9 @@
 //! Test support: engines on every store backend, and a scripted harness that declares, attests
-//! and reports the way a real one would, from the sample project under `tests/data/`.
+//! and reports the way a real one would, with the worked examples the shipped release carries.
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::{path::Path, sync::Arc};
+use std::sync::Arc;
 
 use rimthan_engine::{
     ActivePayload, AdapterDeclaration, ArtifactAttestation, Delivery, Engine, HostAttestation,
@@ -55,14 +55,26 @@ pub async fn postgres() -> Option<Arc<dyn Store>> {
     ))
 }
 
+/// The worked example the embedded release gives for the output at `path` (the step's inlined
+/// example, or the output schema's first `examples` entry), as a harness would write it.
 pub fn sample(path: &str) -> Vec<u8> {
-    // Found from whichever crate includes this module: the engine's tests or the fuzz targets.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .map(|p| p.join("registry/samples/research-study"))
-        .find(|p| p.is_dir())
-        .expect("built inside the rimthan repository");
-    std::fs::read(root.join(path)).unwrap()
+    let registry = verify_embedded().unwrap();
+    let release = registry.channel(&"stable".parse().unwrap()).unwrap();
+    let output = release
+        .workflows()
+        .flat_map(|w| w.steps())
+        .flat_map(|s| s.doc().outputs.iter())
+        .find(|o| o.path == path)
+        .unwrap_or_else(|| panic!("no shipped output at {path}"));
+    if let Some(example) = &output.example {
+        return example.clone().into_bytes();
+    }
+    let schema = output.schema.as_ref().expect("JSON outputs have a schema");
+    let schema = release.schema(&schema.id, &schema.version).unwrap();
+    let mut bytes =
+        serde_json::to_vec_pretty(&schema.value()["examples"][0]).expect("JSON serializes");
+    bytes.push(b'\n');
+    bytes
 }
 
 pub fn all_host_capabilities() -> Vec<HostCapability> {
