@@ -2,14 +2,15 @@
 // (TypeScript SDK over HTTP or stdio, Inspector CLI). It is the JavaScript twin of `run_session`
 // in crates/mcp/tests/common/mod.rs, except that every file is really written into a temporary
 // project and READ BACK before it is attested: host assets come from resources/read of their
-// URI, step outputs are the registry samples copied to their declared paths.
+// URI, step outputs are the worked examples of the built default release (the step document's
+// `example`, or the first entry of its schema's `examples`) written to their declared paths.
 //
 // Every session runs once per shipped workflow (`WORKFLOWS`): research-study (four steps, JSON and
 // Markdown outputs, base reports) and schema-migration (three steps, SQL outputs, a validator
 // whose report schema adds required fields and that needs database.read, no buzz pin).
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { lstat, mkdir, readFile, writeFile } from "node:fs/promises";
+import { lstat, mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -30,7 +31,7 @@ export const TEMPLATES = [
 export const SESSION_FILE = ".rimthan/workflow-session.json";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
-const samplesRoot = join(repoRoot, "registry/samples");
+const releasesRoot = join(repoRoot, "registry/default/releases");
 
 /**
  * What the suites need to know about each shipped workflow. `codexAssets` are the files a codex
@@ -79,7 +80,7 @@ export const WORKFLOWS = Object.freeze([
     planCapabilities: { "migration-checker": ["workspace.read", "database.read"] },
     unpinnedHarnesses: ["buzz"],
   },
-].map((w) => Object.freeze({ ...w, samples: join(samplesRoot, w.id) })));
+].map((w) => Object.freeze(w)));
 export const [RESEARCH] = WORKFLOWS;
 
 export const HOST = Object.freeze({
@@ -191,12 +192,55 @@ export async function hostAttestation(driver, project, payload, host = HOST, ove
   };
 }
 
-/** The output attestation of a work step: the samples copied to the declared paths and read back. */
+async function onlyDir(parent, what) {
+  const found = (await readdir(parent, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name);
+  assert.equal(found.length, 1, `expected exactly one ${what} under ${parent}, found ${JSON.stringify(found)}`);
+  return join(parent, found[0]);
+}
+
+/**
+ * Per declared output path of a workflow in the built default release, the bytes of its worked
+ * example: the step document's `example`, else its schema's `examples[0]` as JSON.
+ */
+async function loadReleaseExamples(workflowId) {
+  const release = await onlyDir(releasesRoot, "release");
+  const version = await onlyDir(join(release, "workflows", workflowId), `version of ${workflowId}`);
+  const stepsDir = join(version, "steps");
+  const examples = new Map();
+  for (const name of (await readdir(stepsDir)).filter((n) => n.endsWith(".json")).sort()) {
+    const step = JSON.parse(await readFile(join(stepsDir, name), "utf8"));
+    for (const o of step.outputs) {
+      const where = `${workflowId} step ${name}: output ${o.path}`;
+      if ("example" in o) {
+        assert.equal(typeof o.example, "string", `${where}: example is a string`);
+        examples.set(o.path, Buffer.from(o.example, "utf8"));
+        continue;
+      }
+      assert.ok(o.schema, `${where} has an example or a schema`);
+      const schemaFile = join(release, "schemas", o.schema.id, o.schema.version, "schema.json");
+      const shipped = JSON.parse(await readFile(schemaFile, "utf8")).examples;
+      assert.ok(Array.isArray(shipped) && shipped.length > 0, `${where}: ${schemaFile} has examples`);
+      examples.set(o.path, Buffer.from(JSON.stringify(shipped[0], null, 2) + "\n", "utf8"));
+    }
+  }
+  return examples;
+}
+
+const releaseExamples = new Map(); // workflow id -> Promise of its examples, read once
+
+/** The bytes a harness writes at the declared output path `rel` of `wf`: the release's example. */
+export async function outputContent(wf, rel) {
+  if (!releaseExamples.has(wf.id)) releaseExamples.set(wf.id, loadReleaseExamples(wf.id));
+  const examples = await releaseExamples.get(wf.id);
+  assert.ok(examples.has(rel), `${wf.id} declares ${rel} in the default release: ${[...examples.keys()]}`);
+  return examples.get(rel);
+}
+
+/** The output attestation of a work step: the release's examples written to the declared paths and read back. */
 export async function outputAttestation(project, step, wf) {
   const artifacts = [];
   for (const o of step.outputs) {
-    const sample = await readFile(join(wf.samples, o.path));
-    const back = await writeAndReadBack(project, o.path, sample);
+    const back = await writeAndReadBack(project, o.path, await outputContent(wf, o.path));
     assert.ok(back.bytes.length <= o.max_bytes, `${o.path} fits max_bytes`);
     const artifact = {
       artifact_id: o.artifact_id, path: o.path, owner_step: o.owner_step, media_type: o.media_type,
@@ -280,14 +324,14 @@ export async function runSession(driver, project, wf) {
   return { final: payload, steps };
 }
 
-/** The files a completed codex session leaves in the project: its assets and the samples. */
+/** The files a completed codex session leaves in the project: its assets and the examples. */
 export async function assertProjectFiles(project, final, wf) {
   for (const rel of wf.codexAssets) {
     const bytes = await readFile(join(project, rel));
     assert.ok(bytes.length > 0, `${rel} is written`);
   }
   for (const rel of wf.outputs) {
-    assert.deepEqual(await readFile(join(project, rel)), await readFile(join(wf.samples, rel)), `${rel} holds the sample`);
+    assert.deepEqual(await readFile(join(project, rel)), await outputContent(wf, rel), `${rel} holds the example`);
   }
   const session = JSON.parse(await readFile(join(project, SESSION_FILE), "utf8"));
   assert.equal(session.status, "completed");
