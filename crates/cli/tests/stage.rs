@@ -522,3 +522,43 @@ fn each_fault_shows_its_code_on_a_workflow_written_outside_the_repository() {
         );
     }
 }
+
+#[test]
+fn an_initialized_source_stages_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let key = dir.path().join("author.key");
+    let registry = dir.path().join("registry");
+    for args in [
+        vec!["registry", "init", source.to_str().unwrap()],
+        vec!["registry", "keygen", "--out", key.to_str().unwrap()],
+        vec![
+            "registry",
+            "build",
+            source.to_str().unwrap(),
+            "--out",
+            registry.to_str().unwrap(),
+            "--release",
+            "2027.1.0",
+            "--key",
+            key.to_str().unwrap(),
+            "--channel",
+            "stable",
+            "--strict",
+        ],
+    ] {
+        let out = Command::new(BIN).args(&args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    }
+    let project = tempfile::tempdir().unwrap();
+    let out = stage(&[
+        "--harness",
+        "claude-code",
+        "--registry",
+        registry.to_str().unwrap(),
+        "--project",
+        project.path().to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("): completed"));
+}
