@@ -300,33 +300,46 @@ impl OutsideRegistry {
             &repo.join("registry/source/schemas/validator-report"),
             &source.join("schemas/validator-report"),
         );
-        let key = dir.path().join("author.key");
-        let registry = dir.path().join("registry");
-        for args in [
-            vec!["registry", "keygen", "--out", key.to_str().unwrap()],
-            vec![
-                "registry",
-                "build",
-                source.to_str().unwrap(),
-                "--out",
-                registry.to_str().unwrap(),
-                "--release",
-                "2027.1.0",
-                "--key",
-                key.to_str().unwrap(),
-                "--channel",
-                "stable",
-            ],
-        ] {
-            let out = Command::new(BIN).args(&args).output().unwrap();
-            assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-        }
+        build_signed(&source, dir.path(), &[]);
         Self { dir }
     }
 
     fn path(&self) -> String {
         self.dir.path().join("registry").display().to_string()
     }
+}
+
+/// Signs `source` with a fresh key and builds it as release 2027.1.0 on channel `stable` into
+/// `dir/registry`, as an author does; `extra` are further `registry build` flags.
+fn build_signed(
+    source: &std::path::Path,
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> std::path::PathBuf {
+    let key = dir.join("author.key");
+    let registry = dir.join("registry");
+    let mut build = vec![
+        "registry",
+        "build",
+        source.to_str().unwrap(),
+        "--out",
+        registry.to_str().unwrap(),
+        "--release",
+        "2027.1.0",
+        "--key",
+        key.to_str().unwrap(),
+        "--channel",
+        "stable",
+    ];
+    build.extend(extra);
+    for args in [
+        vec!["registry", "keygen", "--out", key.to_str().unwrap()],
+        build,
+    ] {
+        let out = Command::new(BIN).args(&args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    }
+    registry
 }
 
 fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
@@ -527,29 +540,12 @@ fn each_fault_shows_its_code_on_a_workflow_written_outside_the_repository() {
 fn an_initialized_source_stages_as_written() {
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("source");
-    let key = dir.path().join("author.key");
-    let registry = dir.path().join("registry");
-    for args in [
-        vec!["registry", "init", source.to_str().unwrap()],
-        vec!["registry", "keygen", "--out", key.to_str().unwrap()],
-        vec![
-            "registry",
-            "build",
-            source.to_str().unwrap(),
-            "--out",
-            registry.to_str().unwrap(),
-            "--release",
-            "2027.1.0",
-            "--key",
-            key.to_str().unwrap(),
-            "--channel",
-            "stable",
-            "--strict",
-        ],
-    ] {
-        let out = Command::new(BIN).args(&args).output().unwrap();
-        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-    }
+    let init = Command::new(BIN)
+        .args(["registry", "init", source.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{}", stderr(&init));
+    let registry = build_signed(&source, dir.path(), &["--strict"]);
     let project = tempfile::tempdir().unwrap();
     let out = stage(&[
         "--harness",
