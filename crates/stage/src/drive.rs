@@ -1,0 +1,329 @@
+//! One run of a workflow session: start or resume, then each step in turn (deliver or write and
+//! attest, prepare, run the validators, submit) until the session completes or a fault shows
+//! its code.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::{
+    Fault, FaultOutcome, Project, SESSION_FILE, StageConfig, StageError, StepRecord, Summary,
+    client::{self, Client, call, codes, read_json, read_resource, str_field},
+    content, host_capabilities, validator, workflow,
+};
+
+fn save_session_file(project: &Project, payload: &Value) -> Result<(), StageError> {
+    if let Some(content) = payload.get("session_file").map(|f| &f["content"]) {
+        let mut text = serde_json::to_string_pretty(content).expect("JSON serializes");
+        text.push('\n');
+        project.write_session_file(text.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Starts the session; the payload and the host binding the setup attestation must repeat.
+async fn start(client: &Client, config: &StageConfig) -> Result<(Value, Value), StageError> {
+    let chosen = workflow::choose(
+        client,
+        config.workflow.as_ref(),
+        config.workflow_version.as_ref(),
+    )
+    .await?;
+    let mut host = json!({"harness": config.harness.as_str(),
+        "capabilities": host_capabilities(config.harness), "validator_capabilities": []});
+    if let Some(definition) = &chosen.definition {
+        host["validator_capabilities"] = json!(definition.validator_capabilities(client).await?);
+        if let Some(adapter) = definition.adapter_for(config.harness) {
+            host["adapter"] = adapter;
+        }
+    }
+    let mut arguments = json!({"workflow_id": chosen.id, "host": host});
+    if let Some(version) = &chosen.version {
+        arguments["workflow_version"] = json!(version.to_string());
+    }
+    let (value, _) = call(client, rimthan_mcp::START, arguments).await?;
+    match value["status"].as_str() {
+        Some("blocked") => Err(StageError::Blocked {
+            codes: codes(&value),
+        }),
+        Some("rejected") => Err(StageError::Rejected {
+            step: "(start)".into(),
+            tool: rimthan_mcp::START.into(),
+            codes: codes(&value),
+        }),
+        _ => {
+            let bound = value["session_file"]["content"]["host"].clone();
+            Ok((value, bound))
+        }
+    }
+}
+
+/// Continues from the project's session file: the active payload and the session's binding.
+async fn resume(client: &Client, project: &Project) -> Result<(Value, Value), StageError> {
+    let path = project.root().join(SESSION_FILE);
+    let text =
+        std::fs::read(&path).map_err(|_| StageError::NoSessionFile(path.display().to_string()))?;
+    let file: Value = serde_json::from_slice(&text).map_err(|e| StageError::Protocol {
+        tool: "session file".into(),
+        detail: e.to_string(),
+    })?;
+    let (value, error) = call(
+        client,
+        rimthan_mcp::ACTIVE_STEP,
+        json!({"checkpoint": file["checkpoint"]}),
+    )
+    .await?;
+    if error && value["status"] == "rejected" {
+        return Err(StageError::Rejected {
+            step: "(resume)".into(),
+            tool: rimthan_mcp::ACTIVE_STEP.into(),
+            codes: codes(&value),
+        });
+    }
+    Ok((value, file["host"].clone()))
+}
+
+pub(crate) async fn drive(
+    client: &Client,
+    project: &Project,
+    config: &StageConfig,
+    on_step: &mut dyn FnMut(&StepRecord, usize, usize),
+) -> Result<Summary, StageError> {
+    client::verify_identity(client).await?;
+    let (mut payload, bound) = if config.resume {
+        resume(client, project).await?
+    } else {
+        start(client, config).await?
+    };
+    save_session_file(project, &payload)?;
+    let session_id = str_field(&payload, rimthan_mcp::START, "session_id")?.to_owned();
+    let definition = workflow::definition(
+        client,
+        str_field(&payload["workflow"], rimthan_mcp::START, "uri")?,
+    )
+    .await?;
+    let workflow = format!(
+        "{}@{}",
+        payload["workflow"]["id"].as_str().unwrap_or_default(),
+        payload["workflow"]["version"].as_str().unwrap_or_default()
+    );
+    let mut run = Run {
+        session_id,
+        workflow,
+        steps: Vec::new(),
+    };
+    let fault = config.fault;
+    let mut revise = config.revise;
+    let mut previous_checkpoint: Option<Value> = None;
+
+    while payload["status"] != "completed" {
+        let started = Instant::now();
+        let step = payload["step"].clone();
+        let step_id = str_field(&step, rimthan_mcp::ACTIVE_STEP, "id")?.to_owned();
+        let (index, total) = definition.position(&step_id);
+
+        // The stale-checkpoint fault: reuse the checkpoint the session has moved past.
+        if fault == Some(Fault::StaleCheckpoint)
+            && let Some(old) = previous_checkpoint.take()
+        {
+            let (value, _) =
+                call(client, rimthan_mcp::ACTIVE_STEP, json!({"checkpoint": old})).await?;
+            return Ok(run.faulted(&payload, Fault::StaleCheckpoint, codes(&value)));
+        }
+
+        let mut files = Vec::new();
+        let mut prepare = json!({"checkpoint": payload["checkpoint"], "step_id": step_id});
+        if step["kind"] == "setup" {
+            let mut deliveries = deliver(client, project, &payload, &mut files).await?;
+            if fault == Some(Fault::WrongDigest) {
+                let first =
+                    deliveries
+                        .first_mut()
+                        .ok_or_else(|| StageError::FaultNotApplicable {
+                            fault: Fault::WrongDigest,
+                            reason: "the setup step delivers no host asset".into(),
+                        })?;
+                first["sha256"] = json!("0".repeat(64));
+            }
+            let mut attestation = bound.clone();
+            attestation["deliveries"] = json!(deliveries);
+            prepare["host_attestation"] = attestation;
+        } else {
+            let step_doc = read_json(client, str_field(&step, "step", "uri")?).await?;
+            let mut artifacts = Vec::new();
+            let outputs = step["outputs"].as_array().cloned().unwrap_or_default();
+            for (i, output) in outputs.iter().enumerate() {
+                let path = str_field(output, rimthan_mcp::ACTIVE_STEP, "path")?;
+                let bytes = content::output_content(client, &step_id, &step_doc, output).await?;
+                if i == 0 && fault == Some(Fault::SymlinkedOutput) {
+                    project.symlink_to_shadow(path, &bytes)?;
+                } else {
+                    project.write(path, &bytes)?;
+                }
+                files.push(path.to_owned());
+                artifacts.push(attest(project, output, path)?);
+            }
+            if fault == Some(Fault::ExtraFile) {
+                let extra = extra_file_path(&outputs);
+                project.write(&extra, b"# Scratch\n\nNot a declared output.\n")?;
+                files.push(extra.clone());
+                let declared = json!({"artifact_id": "stage-extra-file", "path": extra, "owner_step": step_id,
+                    "media_type": "text/markdown", "schema": null, "write_policy": "create-or-replace-owned"});
+                artifacts.push(attest(project, &declared, &extra)?);
+            }
+            prepare["output_attestation"] = json!({"artifacts": artifacts});
+        }
+        let (plan, rejected) = call(client, rimthan_mcp::PREPARE, prepare).await?;
+        if rejected {
+            let found = codes(&plan);
+            if let Some(f) = fault.filter(|f| {
+                matches!(
+                    f,
+                    Fault::WrongDigest | Fault::ExtraFile | Fault::SymlinkedOutput
+                )
+            }) {
+                return Ok(run.faulted(&payload, f, found));
+            }
+            return Err(StageError::Rejected {
+                step: step_id,
+                tool: rimthan_mcp::PREPARE.into(),
+                codes: found,
+            });
+        }
+
+        let mut reports = Vec::new();
+        for validator in plan["validators"].as_array().into_iter().flatten() {
+            reports.push(validator::report(client, project, validator, revise).await?);
+            revise = false;
+        }
+        let missing_report = fault == Some(Fault::MissingReport) && !reports.is_empty();
+        if missing_report {
+            reports.remove(0);
+        }
+        let submit = json!({"checkpoint": payload["checkpoint"], "validation_id": plan["validation_id"], "reports": reports});
+        let (next, _) = call(client, rimthan_mcp::SUBMIT, submit).await?;
+        if missing_report {
+            return Ok(run.faulted(&payload, Fault::MissingReport, codes(&next)));
+        }
+        if next["status"] == "rejected" {
+            return Err(StageError::Rejected {
+                step: step_id,
+                tool: rimthan_mcp::SUBMIT.into(),
+                codes: codes(&next),
+            });
+        }
+        save_session_file(project, &next)?;
+        let outcome = match next["status"].as_str() {
+            Some("completed") => "completed",
+            Some("revise") => "revise",
+            _ => "advanced",
+        };
+        let record = StepRecord {
+            step: step_id,
+            outcome: outcome.into(),
+            millis: started.elapsed().as_millis(),
+            files,
+        };
+        on_step(&record, index, total);
+        run.steps.push(record);
+        previous_checkpoint = Some(payload["checkpoint"].clone());
+        payload = next;
+    }
+    if let Some(fault) = fault {
+        return Err(StageError::FaultNotApplicable {
+            fault,
+            reason: format!(
+                "the session completed without the fault taking effect (session {}): the \
+                 workflow has nothing it applies to",
+                run.session_id
+            ),
+        });
+    }
+    Ok(Summary {
+        session_id: run.session_id,
+        workflow: run.workflow,
+        status: "completed".into(),
+        steps: run.steps,
+        fault: None,
+    })
+}
+
+/// What a run has done so far.
+struct Run {
+    session_id: String,
+    workflow: String,
+    steps: Vec<StepRecord>,
+}
+
+impl Run {
+    fn faulted(self, payload: &Value, fault: Fault, codes: Vec<String>) -> Summary {
+        Summary {
+            session_id: self.session_id,
+            workflow: self.workflow,
+            status: payload["status"].as_str().unwrap_or("unknown").to_owned(),
+            steps: self.steps,
+            fault: Some(FaultOutcome { fault, codes }),
+        }
+    }
+}
+
+/// Delivers the active payload's host assets as the bound adapter allows; the deliveries to
+/// attest.
+async fn deliver(
+    client: &Client,
+    project: &Project,
+    payload: &Value,
+    files: &mut Vec<String>,
+) -> Result<Vec<Value>, StageError> {
+    let mut deliveries = Vec::new();
+    for asset in payload["host_assets"].as_array().into_iter().flatten() {
+        let uri = str_field(asset, rimthan_mcp::START, "uri")?;
+        let bytes = read_resource(client, uri).await?;
+        let mut delivery =
+            json!({"kind": asset["kind"], "id": asset["id"], "version": asset["version"]});
+        match asset["project_local_path"].as_str() {
+            Some(path) => {
+                project.write(path, &bytes)?;
+                files.push(path.to_owned());
+                delivery["sha256"] = json!(project.read_back(path)?.sha256.to_string());
+                delivery["delivery_mode"] = json!("project-local");
+                delivery["path"] = json!(path);
+            }
+            None => {
+                delivery["sha256"] = json!(rimthan_registry::Sha256Digest::of(&bytes).to_string());
+                delivery["delivery_mode"] = json!("dynamic-context");
+            }
+        }
+        deliveries.push(delivery);
+    }
+    Ok(deliveries)
+}
+
+/// A file beside the step's first output that the step does not declare.
+fn extra_file_path(outputs: &[Value]) -> String {
+    let first = outputs
+        .first()
+        .and_then(|o| o["path"].as_str())
+        .unwrap_or_default();
+    match first.rsplit_once('/') {
+        Some((dir, _)) => format!("{dir}/rimthan-stage-extra.md"),
+        None => "rimthan-stage-extra.md".into(),
+    }
+}
+
+/// The output attestation entry for a declared output, from what is on disk.
+fn attest(project: &Project, output: &Value, path: &str) -> Result<Value, StageError> {
+    let back = project.read_back(path)?;
+    let mut artifact = json!({"artifact_id": output["artifact_id"], "path": path, "owner_step": output["owner_step"],
+        "media_type": output["media_type"], "bytes": back.bytes.len(), "sha256": back.sha256.to_string(),
+        "symlink_free": back.symlink_free, "read_back": true, "write_policy": output["write_policy"]});
+    if !output["schema"].is_null() {
+        artifact["schema_sha256"] = output["schema"]["sha256"].clone();
+        artifact["content"] =
+            serde_json::from_slice(&back.bytes).map_err(|e| StageError::UnsafePath {
+                path: path.into(),
+                reason: format!("not JSON: {e}"),
+            })?;
+    }
+    Ok(artifact)
+}
