@@ -56,25 +56,38 @@ pub async fn postgres() -> Option<Arc<dyn Store>> {
 }
 
 /// The worked example the embedded release gives for the output at `path` (the step's inlined
-/// example, or the output schema's first `examples` entry), as a harness would write it.
+/// example, or the output schema's first `examples` entry), as a harness would write it. Read
+/// once: benchmarks and fuzz targets call this per session.
 pub fn sample(path: &str) -> Vec<u8> {
-    let registry = verify_embedded().unwrap();
-    let release = registry.channel(&"stable".parse().unwrap()).unwrap();
-    let output = release
-        .workflows()
-        .flat_map(|w| w.steps())
-        .flat_map(|s| s.doc().outputs.iter())
-        .find(|o| o.path == path)
-        .unwrap_or_else(|| panic!("no shipped output at {path}"));
-    if let Some(example) = &output.example {
-        return example.clone().into_bytes();
-    }
-    let schema = output.schema.as_ref().expect("JSON outputs have a schema");
-    let schema = release.schema(&schema.id, &schema.version).unwrap();
-    let mut bytes =
-        serde_json::to_vec_pretty(&schema.value()["examples"][0]).expect("JSON serializes");
-    bytes.push(b'\n');
-    bytes
+    static SAMPLES: std::sync::OnceLock<std::collections::BTreeMap<String, Vec<u8>>> =
+        std::sync::OnceLock::new();
+    let samples = SAMPLES.get_or_init(|| {
+        let registry = verify_embedded().unwrap();
+        let release = registry.channel(&"stable".parse().unwrap()).unwrap();
+        release
+            .workflows()
+            .flat_map(|w| w.steps())
+            .flat_map(|s| s.doc().outputs.iter())
+            .map(|output| {
+                let bytes = match (&output.example, &output.schema) {
+                    (Some(example), _) => example.clone().into_bytes(),
+                    (None, Some(schema)) => {
+                        let schema = release.schema(&schema.id, &schema.version).unwrap();
+                        let mut bytes = serde_json::to_vec_pretty(&schema.value()["examples"][0])
+                            .expect("JSON serializes");
+                        bytes.push(b'\n');
+                        bytes
+                    }
+                    (None, None) => panic!("shipped output {} has no example", output.path),
+                };
+                (output.path.clone(), bytes)
+            })
+            .collect()
+    });
+    samples
+        .get(path)
+        .unwrap_or_else(|| panic!("no shipped output at {path}"))
+        .clone()
 }
 
 pub fn all_host_capabilities() -> Vec<HostCapability> {
