@@ -486,8 +486,13 @@ pub(crate) fn schema_failure(
         .iter()
         .map(|(p, m)| serde_json::json!({"pointer": p, "message": m}))
         .collect();
+    let count = if total == 1 {
+        String::new()
+    } else {
+        format!(" ({total} errors)")
+    };
     let message = format!(
-        "{subject} does not satisfy schema {} ({total} errors): {first}",
+        "{subject} does not satisfy schema {}{count}: {first}",
         schema.entry().id
     );
     Some(
