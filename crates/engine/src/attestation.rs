@@ -3,11 +3,17 @@
 //! Checks run in a fixed order over the declared items, then over the attested ones, so the
 //! same input always yields the same codes in the same order.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    cmp::Ordering,
+    collections::{BTreeMap, BTreeSet, BinaryHeap},
+};
+
+use jsonschema::ValidationError;
 
 use rimthan_registry::{DeliveryMode, MEDIA_JSON, Sha256Digest, Step, WritePolicy};
 
 use crate::{
+    bounds::{MAX_SCHEMA_ERROR_CHARS, MAX_SCHEMA_ERRORS, display_capped, json_len},
     codes::{Code, Failure},
     request::{HostAttestation, OutputAttestation},
     session::{AcceptedArtifact, Session},
@@ -312,6 +318,22 @@ pub(crate) fn check_outputs(
             .with("max_bytes", output.max_bytes)
             .with("actual", art.bytes)));
         }
+        // Content is held to the same bound before its schema runs, so the schema's work and
+        // its error list stay proportional to what the output may legitimately hold.
+        let content_bytes = art.content.as_ref().map(json_len);
+        let content_fits = content_bytes.is_none_or(|n| n as u64 <= output.max_bytes);
+        if let Some(n) = content_bytes.filter(|_| !content_fits) {
+            failures.push(at(Failure::new(
+                Code::MaxBytesExceeded,
+                format!(
+                    "the content of {} has {n} bytes as canonical JSON; at most {} are allowed",
+                    output.artifact_id, output.max_bytes
+                ),
+            )
+            .with("field", "content")
+            .with("max_bytes", output.max_bytes)
+            .with("actual", n)));
+        }
         let digest = art.sha256.parse::<Sha256Digest>().ok();
         if digest.is_none() {
             failures.push(at(Failure::new(
@@ -361,7 +383,7 @@ pub(crate) fn check_outputs(
                     "errors",
                     serde_json::json!([{"pointer": "", "message": "content is missing"}]),
                 ))),
-                (Some(content), Some(schema)) => {
+                (Some(content), Some(schema)) if content_fits => {
                     let subject = output.artifact_id.as_str();
                     if let Some(f) =
                         schema_failure(Code::SchemaValidationFailed, subject, schema, content)
@@ -369,7 +391,7 @@ pub(crate) fn check_outputs(
                         failures.push(at(f));
                     }
                 }
-                (Some(_), None) => {}
+                (Some(_), _) => {}
             }
         }
         for (extra, _) in candidates {
@@ -431,18 +453,32 @@ pub(crate) fn check_outputs(
     }
 }
 
-/// Every error of `value` against `schema`, sorted by JSON pointer then message, as one failure
-/// (`None` when the value is valid).
+/// The errors of `value` against `schema` as one failure (`None` when the value is valid): at
+/// most [`MAX_SCHEMA_ERRORS`], those at the lowest JSON pointers, sorted by pointer then message,
+/// each message cut to [`MAX_SCHEMA_ERROR_CHARS`], and `error_count`, the total.
 pub(crate) fn schema_failure(
     code: Code,
     subject: &str,
     schema: &rimthan_registry::Schema,
     value: &serde_json::Value,
 ) -> Option<Failure> {
-    let mut errors: Vec<(String, String)> = schema
-        .validator()
-        .iter_errors(value)
-        .map(|e| (e.instance_path().to_string(), e.to_string()))
+    // The validator hands over every error; a bounded max-heap keeps the lowest pointers, so
+    // only those get a message rendered.
+    let mut kept = BinaryHeap::with_capacity(MAX_SCHEMA_ERRORS + 1);
+    let mut total = 0usize;
+    for (seq, error) in schema.validator().iter_errors(value).enumerate() {
+        total += 1;
+        kept.push(Ranked { seq, error });
+        if kept.len() > MAX_SCHEMA_ERRORS {
+            kept.pop();
+        }
+    }
+    let mut errors: Vec<(String, String)> = kept
+        .into_iter()
+        .map(|r| {
+            let message = display_capped(&r.error, MAX_SCHEMA_ERROR_CHARS);
+            (r.error.instance_path().as_str().to_owned(), message)
+        })
         .collect();
     errors.sort();
     let first = errors.first()?.1.clone();
@@ -450,11 +486,52 @@ pub(crate) fn schema_failure(
         .iter()
         .map(|(p, m)| serde_json::json!({"pointer": p, "message": m}))
         .collect();
+    let count = if total == 1 {
+        String::new()
+    } else {
+        format!(" ({total} errors)")
+    };
     let message = format!(
-        "{subject} does not satisfy schema {}: {first}",
+        "{subject} does not satisfy schema {}{count}: {first}",
         schema.entry().id
     );
-    Some(Failure::new(code, message).with("errors", list))
+    Some(
+        Failure::new(code, message)
+            .with("errors", list)
+            .with("error_count", total),
+    )
+}
+
+/// A schema error ranked by its JSON pointer, then by the validator's order.
+struct Ranked<'v> {
+    seq: usize,
+    error: ValidationError<'v>,
+}
+
+impl Ranked<'_> {
+    fn key(&self) -> (&str, usize) {
+        (self.error.instance_path().as_str(), self.seq)
+    }
+}
+
+impl PartialEq for Ranked<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Ranked<'_> {}
+
+impl PartialOrd for Ranked<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Ranked<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(&other.key())
+    }
 }
 
 /// What the session already knows about `path` that the write policy forbids, if anything.

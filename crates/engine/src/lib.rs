@@ -10,6 +10,7 @@
 //! HTTP: the MCP crate translates tool calls into these requests and results back.
 
 mod attestation;
+mod bounds;
 mod checkpoint;
 mod codes;
 mod engine;
@@ -24,6 +25,7 @@ mod start;
 pub mod store;
 mod view;
 
+pub use bounds::{MAX_FORBIDDEN_PATHS, MAX_GLOB_BYTES, MAX_SCHEMA_ERROR_CHARS, MAX_SCHEMA_ERRORS};
 pub use checkpoint::{Checkpoint, CheckpointKey, MIN_SECRET_BYTES};
 pub use codes::{Code, Failure};
 pub use engine::{Engine, SERVER_NAME};

@@ -7,7 +7,12 @@ use rimthan_registry::{
     VerifiedRelease, expand_template,
 };
 
-use crate::{error::EngineError, request::RepositoryPolicy, session::HostBinding};
+use crate::{
+    bounds::{MAX_CAUSE_CHARS, MAX_FORBIDDEN_PATHS, MAX_GLOB_BYTES, display_capped, echo},
+    error::EngineError,
+    request::RepositoryPolicy,
+    session::HostBinding,
+};
 
 /// A repository policy with its globs compiled.
 #[derive(Debug, Clone)]
@@ -18,8 +23,31 @@ pub(crate) struct Policy {
 }
 
 impl Policy {
-    /// Compiles the policy; a bad glob is an argument error naming it.
+    /// Compiles the policy; a bad glob is an argument error naming its index. The count and
+    /// length bounds are checked first, so compiling costs what a sane policy costs.
     pub(crate) fn compile(policy: &RepositoryPolicy) -> Result<Self, EngineError> {
+        let count = policy.forbidden_paths.len();
+        if count > MAX_FORBIDDEN_PATHS {
+            return Err(EngineError::InvalidArgument {
+                field: "repository_policy.forbidden_paths".into(),
+                message: format!(
+                    "{count} globs; at most {MAX_FORBIDDEN_PATHS} are accepted, so forbid whole \
+                     directories (`secrets/**`) rather than single files"
+                ),
+            });
+        }
+        let field = |i: usize| format!("repository_policy.forbidden_paths[{i}]");
+        if let Some((i, pattern)) =
+            (policy.forbidden_paths.iter().enumerate()).find(|(_, p)| p.len() > MAX_GLOB_BYTES)
+        {
+            return Err(EngineError::InvalidArgument {
+                field: field(i),
+                message: format!(
+                    "a glob of {} bytes; at most {MAX_GLOB_BYTES} bytes are accepted",
+                    pattern.len()
+                ),
+            });
+        }
         let mut set = GlobSetBuilder::new();
         for (i, pattern) in policy.forbidden_paths.iter().enumerate() {
             // Case-insensitive: participants' file systems often are, so fail closed.
@@ -28,14 +56,18 @@ impl Policy {
                 .case_insensitive(true)
                 .build()
                 .map_err(|e| EngineError::InvalidArgument {
-                    field: format!("repository_policy.forbidden_paths[{i}]"),
-                    message: format!("{pattern:?} is not a glob: {e}"),
+                    field: field(i),
+                    message: format!(
+                        "{} is not a glob: {}",
+                        echo(pattern),
+                        display_capped(e.kind(), MAX_CAUSE_CHARS)
+                    ),
                 })?;
             set.add(glob);
         }
         let forbidden = set.build().map_err(|e| EngineError::InvalidArgument {
             field: "repository_policy.forbidden_paths".into(),
-            message: e.to_string(),
+            message: display_capped(&e, MAX_CAUSE_CHARS),
         })?;
         // Capability names are checked, not matched blindly: a typo must not forbid nothing.
         for (i, name) in policy.forbidden_capabilities.iter().enumerate() {
@@ -44,7 +76,7 @@ impl Policy {
             {
                 return Err(EngineError::InvalidArgument {
                     field: format!("repository_policy.forbidden_capabilities[{i}]"),
-                    message: format!("{name:?} is not a host or validator capability"),
+                    message: format!("{} is not a host or validator capability", echo(name)),
                 });
             }
         }

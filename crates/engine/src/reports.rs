@@ -1,11 +1,12 @@
 //! Checking a submitted report set against its validation plan (SPEC §5.6).
 
-use std::{collections::BTreeSet, io};
+use std::collections::BTreeSet;
 
 use rimthan_registry::ValidatorCapability;
 
 use crate::{
     attestation::schema_failure,
+    bounds::json_len,
     codes::{Code, Failure},
     request::Report,
     session::{PlanRecord, Session},
@@ -19,26 +20,11 @@ pub const MAX_REPORT_EXTRA_FIELDS: usize = 64;
 /// and values of those fields as one object).
 pub const MAX_REPORT_EXTRA_BYTES: usize = 64 * 1024;
 
-/// Counts serialized bytes, so sizing the extras allocates nothing.
-struct ByteCount(usize);
-
-impl io::Write for ByteCount {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
 /// A failure when `report`'s extra fields exceed the bounds, checked before its schema runs;
 /// the detail carries only counts, never the fields themselves.
 fn extras_out_of_bounds(report: &Report) -> Option<Failure> {
     let fields = report.extra.len();
-    let mut bytes = ByteCount(0);
-    serde_json::to_writer(&mut bytes, &report.extra).expect("counting never fails");
-    let bytes = bytes.0;
+    let bytes = json_len(&report.extra);
     (fields > MAX_REPORT_EXTRA_FIELDS || bytes > MAX_REPORT_EXTRA_BYTES).then(|| {
         Failure::new(
             Code::ReportExtrasExceeded,

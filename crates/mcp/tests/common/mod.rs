@@ -133,7 +133,7 @@ pub fn structured(result: &CallToolResult) -> Value {
 
 /// The content a harness writes for `output` of `step`: the author's example from the release
 /// (the step's inlined example, or the output schema's `examples`).
-fn example(release: &VerifiedRelease, workflow: &str, step: &str, output: &str) -> Vec<u8> {
+pub fn example(release: &VerifiedRelease, workflow: &str, step: &str, output: &str) -> Vec<u8> {
     let workflow = release.latest_workflow(&workflow.parse().unwrap()).unwrap();
     let decl = workflow
         .step(step)
@@ -155,7 +155,7 @@ fn example(release: &VerifiedRelease, workflow: &str, step: &str, output: &str) 
 }
 
 /// The stable release of the embedded registry.
-fn shipped() -> std::sync::Arc<VerifiedRelease> {
+pub fn shipped() -> std::sync::Arc<VerifiedRelease> {
     verify_embedded()
         .unwrap()
         .channel(&"stable".parse().unwrap())
@@ -235,58 +235,85 @@ async fn run_workflow_across(clients: &[&Client], workflow: &str, harness: &str)
     let mut payload = structured(&call(next(), rimthan_mcp::START, start.clone()).await);
     assert_eq!(payload["status"], "active", "{payload}");
     while payload["status"] != "completed" {
-        let step = payload["step"].clone();
-        let id = step["id"].as_str().unwrap().to_owned();
-        let mut prepare = json!({"checkpoint": payload["checkpoint"], "step_id": id});
-        if id == "setup-workspace" {
-            let deliveries: Vec<Value> = payload["host_assets"].as_array().unwrap().iter().map(|a| {
-                let local = a.get("project_local_path").cloned();
-                let mut d = json!({"kind": a["kind"], "id": a["id"], "version": a["version"], "sha256": a["sha256"],
-                    "delivery_mode": if local.is_some() { "project-local" } else { "dynamic-context" }});
-                if let Some(path) = local { d["path"] = path; }
-                d
-            }).collect();
-            prepare["host_attestation"] = json!({"harness": harness, "adapter": start["host"]["adapter"],
-                "capabilities": start["host"]["capabilities"], "validator_capabilities": start["host"]["validator_capabilities"],
-                "deliveries": deliveries});
-        } else {
-            let artifacts: Vec<Value> = step["outputs"].as_array().unwrap().iter().map(|o| {
-                let bytes = example(&release, workflow, &id, o["artifact_id"].as_str().unwrap());
-                let mut a = json!({"artifact_id": o["artifact_id"], "path": o["path"], "owner_step": o["owner_step"],
-                    "media_type": o["media_type"], "bytes": bytes.len(), "sha256": Sha256Digest::of(&bytes).to_string(),
-                    "symlink_free": true, "read_back": true, "write_policy": o["write_policy"]});
-                if !o["schema"].is_null() {
-                    a["schema_sha256"] = o["schema"]["sha256"].clone();
-                    a["content"] = serde_json::from_slice(&bytes).unwrap();
-                }
-                a
-            }).collect();
-            prepare["output_attestation"] = json!({"artifacts": artifacts});
-        }
-        let plan = structured(&call(next(), rimthan_mcp::PREPARE, prepare).await);
-        assert_eq!(plan["status"], "ready", "{plan}");
-        let reports: Vec<Value> = plan["validators"].as_array().unwrap().iter().map(|v| {
-            let schema = release
-                .schema(&v["report_schema"]["id"].as_str().unwrap().parse().unwrap(),
-                        &v["report_schema"]["version"].as_str().unwrap().parse().unwrap())
-                .unwrap();
-            let mut report = example_or_instance(schema.value()).unwrap();
-            for (field, value) in json!({
-                "validator_id": v["id"], "validator_version": v["version"], "verdict": "pass",
-                "summary": "Checked the declared inputs.", "findings": [],
-                "inputs_read": v["inputs"].as_array().unwrap().iter().map(|i| i["path"].clone()).collect::<Vec<_>>(),
-                "capabilities_used": v["capabilities"],
-            }).as_object().unwrap() {
-                report[field] = value.clone();
-            }
-            report
-        }).collect();
-        let submit = json!({"checkpoint": payload["checkpoint"], "validation_id": plan["validation_id"], "reports": reports});
-        let result = call(next(), rimthan_mcp::SUBMIT, submit).await;
-        assert_ne!(result.is_error, Some(true));
-        payload = structured(&result);
+        payload = complete_step(&[next(), next()], &release, workflow, &start, payload).await;
     }
     payload
+}
+
+/// Starts a session of a shipped workflow as `harness` and completes its setup step; returns
+/// the start arguments and the payload of the first work step.
+pub async fn session_at_first_work_step(
+    client: &Client,
+    workflow: &str,
+    harness: &str,
+) -> (Value, Value) {
+    let start = start_arguments_for(workflow, harness);
+    let payload = structured(&call(client, rimthan_mcp::START, start.clone()).await);
+    assert_eq!(payload["status"], "active", "{payload}");
+    let payload = complete_step(&[client, client], &shipped(), workflow, &start, payload).await;
+    (start, payload)
+}
+
+/// Prepares and submits the active step of `payload` (with `clients[0]`, then `clients[1]`),
+/// the way a well-behaved harness does; returns the next payload.
+async fn complete_step(
+    clients: &[&Client; 2],
+    release: &VerifiedRelease,
+    workflow: &str,
+    start: &Value,
+    payload: Value,
+) -> Value {
+    let harness = start["host"]["harness"].as_str().unwrap();
+    let step = payload["step"].clone();
+    let id = step["id"].as_str().unwrap().to_owned();
+    let mut prepare = json!({"checkpoint": payload["checkpoint"], "step_id": id});
+    if id == "setup-workspace" {
+        let deliveries: Vec<Value> = payload["host_assets"].as_array().unwrap().iter().map(|a| {
+            let local = a.get("project_local_path").cloned();
+            let mut d = json!({"kind": a["kind"], "id": a["id"], "version": a["version"], "sha256": a["sha256"],
+                "delivery_mode": if local.is_some() { "project-local" } else { "dynamic-context" }});
+            if let Some(path) = local { d["path"] = path; }
+            d
+        }).collect();
+        prepare["host_attestation"] = json!({"harness": harness, "adapter": start["host"]["adapter"],
+            "capabilities": start["host"]["capabilities"], "validator_capabilities": start["host"]["validator_capabilities"],
+            "deliveries": deliveries});
+    } else {
+        let artifacts: Vec<Value> = step["outputs"].as_array().unwrap().iter().map(|o| {
+            let bytes = example(release, workflow, &id, o["artifact_id"].as_str().unwrap());
+            let mut a = json!({"artifact_id": o["artifact_id"], "path": o["path"], "owner_step": o["owner_step"],
+                "media_type": o["media_type"], "bytes": bytes.len(), "sha256": Sha256Digest::of(&bytes).to_string(),
+                "symlink_free": true, "read_back": true, "write_policy": o["write_policy"]});
+            if !o["schema"].is_null() {
+                a["schema_sha256"] = o["schema"]["sha256"].clone();
+                a["content"] = serde_json::from_slice(&bytes).unwrap();
+            }
+            a
+        }).collect();
+        prepare["output_attestation"] = json!({"artifacts": artifacts});
+    }
+    let plan = structured(&call(clients[0], rimthan_mcp::PREPARE, prepare).await);
+    assert_eq!(plan["status"], "ready", "{plan}");
+    let reports: Vec<Value> = plan["validators"].as_array().unwrap().iter().map(|v| {
+        let schema = release
+            .schema(&v["report_schema"]["id"].as_str().unwrap().parse().unwrap(),
+                    &v["report_schema"]["version"].as_str().unwrap().parse().unwrap())
+            .unwrap();
+        let mut report = example_or_instance(schema.value()).unwrap();
+        for (field, value) in json!({
+            "validator_id": v["id"], "validator_version": v["version"], "verdict": "pass",
+            "summary": "Checked the declared inputs.", "findings": [],
+            "inputs_read": v["inputs"].as_array().unwrap().iter().map(|i| i["path"].clone()).collect::<Vec<_>>(),
+            "capabilities_used": v["capabilities"],
+        }).as_object().unwrap() {
+            report[field] = value.clone();
+        }
+        report
+    }).collect();
+    let submit = json!({"checkpoint": payload["checkpoint"], "validation_id": plan["validation_id"], "reports": reports});
+    let result = call(clients[1], rimthan_mcp::SUBMIT, submit).await;
+    assert_ne!(result.is_error, Some(true));
+    structured(&result)
 }
 
 /// Sends raw HTTP/1.1 and returns the status code (for header checks no client would make).
