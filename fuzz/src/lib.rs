@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use engine_support::{active, codes, engine_on, pass_step, prepare, sqlite_memory, start_request};
 use registry_support::{RELEASE, contained, reseal, test_key, test_registry, with_signed_manifest};
 
-/// Statuses a tool result may carry (SPEC §5.8).
+/// Statuses a tool result may carry (`docs/engine.md` §4–§6).
 const STATUSES: &[&str] = &[
     "active",
     "blocked",

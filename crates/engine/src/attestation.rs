@@ -1,4 +1,4 @@
-//! Checking attestations against the checkpoint binding and the pinned release (SPEC §5.5).
+//! Checking attestations against the checkpoint binding and the pinned release (`docs/engine.md` §5).
 //!
 //! Checks run in a fixed order over the declared items, then over the attested ones, so the
 //! same input always yields the same codes in the same order.

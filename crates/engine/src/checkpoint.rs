@@ -1,5 +1,5 @@
 //! Checkpoint tokens: opaque to harnesses, authenticated with HMAC-SHA256 under a server
-//! secret that replicas share (SPEC §5.3).
+//! secret that replicas share (`docs/engine.md` §3).
 //!
 //! Form: `rc1.<session id>.<sequence>.<base64url mac>`, the MAC over
 //! `rimthan-checkpoint/1\n<session id>\n<sequence>`. The version prefix lets the format change

@@ -1,4 +1,4 @@
-//! The stable codes of every domain outcome the engine can report (SPEC §5), and the
+//! The stable codes of every domain outcome the engine can report (`docs/engine.md` §8), and the
 //! `{code, message, detail}` record that carries one.
 
 use std::fmt;
@@ -28,7 +28,7 @@ macro_rules! codes {
 }
 
 codes! {
-    // Start-time blockers (SPEC §5.2), in the order they are evaluated and reported.
+    // Start-time blockers (`docs/engine.md` §2.2), in the order they are evaluated and reported.
     /// The harness is not one of the four, or the workflow pins no adapter for it.
     UnsupportedHarness = "unsupported_harness",
     /// The declaration lacks an adapter id/version, or the adapter does not serve the harness.
@@ -58,7 +58,7 @@ codes! {
     /// The workflow (or that version of it) is not in the release.
     UnknownWorkflow = "unknown_workflow",
 
-    // Checkpoints and sessions (SPEC §5.3).
+    // Checkpoints and sessions (`docs/engine.md` §3).
     /// The checkpoint token is malformed or not signed by this server.
     InvalidCheckpoint = "invalid_checkpoint",
     /// The checkpoint is authentic but older than the session's current one.
@@ -68,7 +68,7 @@ codes! {
     /// The caller may not act on this session.
     SessionAccessDenied = "session_access_denied",
 
-    // prepare_step_validation (SPEC §5.5).
+    // prepare_step_validation (`docs/engine.md` §5).
     /// The attestation type does not fit the step.
     AttestationTypeNotAllowed = "attestation_type_not_allowed",
     /// The step is not the session's active step.
@@ -116,7 +116,7 @@ codes! {
     /// A JSON artifact does not satisfy its schema.
     SchemaValidationFailed = "schema_validation_failed",
 
-    // submit_step_reports (SPEC §5.6).
+    // submit_step_reports (`docs/engine.md` §6).
     /// The validation id is unknown for this session.
     ValidationNotFound = "validation_not_found",
     /// A newer validation plan replaced this one.

@@ -1,5 +1,5 @@
 //! How each host asset may reach a host: the adapter contract, the host's declared
-//! capabilities and the repository policy together decide (SPEC §5.2, §5.4).
+//! capabilities and the repository policy together decide (`docs/engine.md` §2.3).
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use rimthan_registry::{

@@ -1,4 +1,4 @@
-//! Tool results (SPEC §5.4, §5.7, §5.8). Field names are the public contract harnesses code
+//! Tool results (`docs/engine.md` §4–§6). Field names are the public contract harnesses code
 //! against; results may grow fields, never rename them.
 
 use rimthan_registry::{
@@ -305,7 +305,7 @@ tag!(
 pub struct Blocked {
     /// Always `blocked`.
     pub status: BlockedTag,
-    /// Every blocker found, in the fixed order of SPEC §5.2.
+    /// Every blocker found, in the engine's fixed evaluation order.
     pub blockers: Vec<Failure>,
 }
 

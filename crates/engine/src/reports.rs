@@ -1,4 +1,4 @@
-//! Checking a submitted report set against its validation plan (SPEC §5.6).
+//! Checking a submitted report set against its validation plan (`docs/engine.md` §6).
 
 use std::collections::BTreeSet;
 

@@ -1,4 +1,4 @@
-//! Tool arguments as the engine receives them (SPEC §5.1, §5.5, §5.6, §5.8). Every struct
+//! Tool arguments as the engine receives them (`docs/engine.md` §2, §5, §6). Every struct
 //! rejects unknown fields except [`Report`], which keeps the fields beyond the base report for
 //! its validator's own `report_schema` to judge; the MCP layer generates the tools' input
 //! schemas from these types.

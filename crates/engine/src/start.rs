@@ -1,4 +1,4 @@
-//! Start-time blockers (SPEC §5.2): every one is evaluated, all are reported together in the
+//! Start-time blockers (`docs/engine.md` §2.2): every one is evaluated, all are reported together in the
 //! fixed order of [`Code`], and none may be decided after anything could be written.
 
 use std::collections::BTreeSet;

@@ -1,4 +1,4 @@
-//! Building result payloads from a session and its pinned release (SPEC §5.4, §5.7).
+//! Building result payloads from a session and its pinned release (`docs/engine.md` §4).
 
 use rimthan_registry::{
     AssetKind, OutputDecl, SchemaRef, Step, StepKind, VerifiedRelease, Workflow, uri,

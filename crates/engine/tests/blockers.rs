@@ -1,4 +1,4 @@
-//! Start-time blockers (SPEC §5.2) and the seed-named start tests.
+//! Start-time blockers (`docs/engine.md` §2.2) and the seed-named start tests.
 
 use rimthan_engine::{AdapterDeclaration, Code, StartResult};
 use rimthan_registry::{DeliveryMode, HostCapability, ValidatorCapability};

@@ -1,4 +1,4 @@
-//! A validator's own `report_schema` is the contract of its report (SPEC §5.8): the fields it
+//! A validator's own `report_schema` is the contract of its report (`docs/engine.md` §6.1): the fields it
 //! adds beyond the base report are accepted, judged by that schema, bounded, and kept with the
 //! report. Runs a test workflow built from `tests/data/report-contracts/` (one work step checked
 //! by `file-counter`, whose `counted-report` schema requires `files_checked`, and by

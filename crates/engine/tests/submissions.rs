@@ -1,4 +1,4 @@
-//! Report sets (SPEC §5.6), checkpoints, the session file (SPEC §5.7) and session ownership.
+//! Report sets (`docs/engine.md` §6), checkpoints, the session file (`docs/engine.md` §4) and session ownership.
 
 use rimthan_engine::{ActiveStepRequest, Engine, Principal, StartRequest, Verdict};
 use rimthan_registry::{ValidatorCapability, verify_embedded};

@@ -1,4 +1,4 @@
-//! The immutable resource catalogue (SPEC §4.2): URIs built deterministically from the verified
+//! The immutable resource catalogue (`docs/mcp.md` §2): URIs built deterministically from the verified
 //! registry, listed sorted and paginated, and read from the release each URI names, whatever
 //! the active channel says now.
 

@@ -1,4 +1,4 @@
-//! Server profiles (SPEC §4.1): the workflow engine, or the legacy surface for older clients.
+//! Server profiles (`docs/mcp.md` §1): the workflow engine, or the legacy surface for older clients.
 
 use std::{fmt, str::FromStr};
 

@@ -1,5 +1,5 @@
 //! Prompts: the workflow-engine profile lists exactly one, `rimthan.start_workflow`, whose text
-//! is the bootstrap text (SPEC §4.3, see `bootstrap.rs`); the legacy profile has its own.
+//! is the bootstrap text (`docs/mcp.md` §4, see `bootstrap.rs`); the legacy profile has its own.
 
 use rmcp::model::{GetPromptResult, ListPromptsResult, Prompt, PromptMessage, Role};
 use serde_json::json;

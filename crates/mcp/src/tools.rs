@@ -1,4 +1,4 @@
-//! The four workflow tools (SPEC §4.4): schemas generated from the engine's types, arguments
+//! The four workflow tools (`docs/mcp.md` §3): schemas generated from the engine's types, arguments
 //! parsed once at the edge, results as `structuredContent` plus a text mirror.
 
 use std::sync::{Arc, LazyLock};

@@ -1,6 +1,6 @@
 //! An operator's own bootstrap paragraph: `bootstrap.md` at the root of a release source
 //! becomes the release's one `bootstrap` entry, signed like every other entry. A server whose
-//! active release carries one serves it in place of its built-in paragraph (SPEC §4.3).
+//! active release carries one serves it in place of its built-in paragraph (`docs/operations/workflow-engine-bootstrap.md`).
 
 use std::{fs, path::Path};
 

@@ -1,7 +1,7 @@
 //! Identifiers and closed vocabularies of a release, parsed once at the edge.
 //!
 //! Every id that can become a path segment follows the Agent Skills name rule, so a
-//! substituted id is always one safe segment (SPEC §3.2).
+//! substituted id is always one safe segment (`docs/registry-format.md` §3).
 
 use std::{fmt, str::FromStr, sync::LazyLock};
 
@@ -114,7 +114,7 @@ name_id!(
     StepId, "step id"
 );
 name_id!(
-    /// A registry asset id such as `rimthan-research`.
+    /// A registry asset id such as `rimthan-guide`.
     AssetId, "asset id"
 );
 name_id!(

@@ -15,8 +15,9 @@
 //! ```
 //! let registry = rimthan_registry::verify_embedded()?;
 //! let stable = registry.channel(&"stable".parse()?).expect("the default has a stable channel");
-//! let workflow = stable.latest_workflow(&"research-study".parse()?).expect("shipped workflow");
-//! assert_eq!(workflow.steps()[0].doc().id.as_str(), "setup-workspace");
+//! for workflow in stable.workflows() {
+//!     assert_eq!(workflow.steps()[0].doc().id.as_str(), rimthan_registry::SETUP_STEP);
+//! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 

@@ -1,4 +1,4 @@
-//! Wire types of a built release: the manifest and the entry documents it lists (SPEC §3.1).
+//! Wire types of a built release: the manifest and the entry documents it lists (`docs/registry-format.md` §2).
 //!
 //! These are what `rimthan registry build` writes and the verifier parses; all reject unknown
 //! fields so a typo is an error, not a silently ignored key.
@@ -91,7 +91,7 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// A short human label such as `asset skill/rimthan-research@1.0.0 (codex)`.
+    /// A short human label such as `asset skill/rimthan-guide@1.0.0 (codex)`.
     pub fn label(&self) -> String {
         let kind = match self.kind {
             EntryKind::Workflow => "workflow",
@@ -113,7 +113,7 @@ impl Entry {
     }
 }
 
-/// The typed contract of a host adapter `>= 1.1.0` (SPEC §3.2).
+/// The typed contract of a host adapter `>= 1.1.0` (`docs/registry-format.md` §2, §3).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdapterContract {

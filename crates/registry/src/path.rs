@@ -1,4 +1,4 @@
-//! Project-relative path rules for adapter path templates and declared outputs (SPEC §3.2).
+//! Project-relative path rules for adapter path templates and declared outputs (`docs/registry-format.md` §3, path rules).
 //!
 //! A path that passes [`check_relative_path`] is relative, normalized POSIX, stays inside the
 //! project when joined to it lexically, never names a version-control or rimthan root in any
@@ -117,7 +117,7 @@ impl fmt::Display for PathRule {
     }
 }
 
-/// Checks a declared project-relative file path against every rule of SPEC §3.2.
+/// Checks a declared project-relative file path against every path rule of `docs/registry-format.md` §3.
 pub fn check_relative_path(path: &str) -> Result<(), PathRule> {
     if path.is_empty() {
         return Err(PathRule::Empty);
@@ -324,13 +324,13 @@ mod tests {
 
     #[test]
     fn output_paths_follow_the_same_rules() {
-        assert_eq!(check_relative_path("research/question.json"), Ok(()));
+        assert_eq!(check_relative_path("reports/summary.json"), Ok(()));
         assert_eq!(
             check_relative_path(".rimthan/x.json"),
             Err(PathRule::ReservedRoot)
         );
         assert_eq!(
-            check_relative_path("research/../x"),
+            check_relative_path("reports/../x"),
             Err(PathRule::DotSegment)
         );
         assert_eq!(check_relative_path("nul.txt"), Err(PathRule::DeviceName));

@@ -1,5 +1,5 @@
 //! Per-harness renditions of assets: generated from one source, checked against each host's
-//! file format (SPEC §3.1).
+//! file format (`docs/registry-format.md` §5).
 //!
 //! A validator's subagent is rendered as a Codex agent TOML (read-only sandbox; Codex has no
 //! per-tool allow-list) and a Claude Code agent Markdown file whose `tools` allow-list is derived
@@ -252,12 +252,12 @@ mod tests {
 
     #[test]
     fn skills_need_a_matching_name_and_standard_keys() {
-        let id: AssetId = "rimthan-research".parse().unwrap();
-        let ok = b"---\nname: rimthan-research\ndescription: Use it.\n---\nbody\n";
+        let id: AssetId = "rimthan-guide".parse().unwrap();
+        let ok = b"---\nname: rimthan-guide\ndescription: Use it.\n---\nbody\n";
         check_skill(&id, ok).unwrap();
         let wrong = b"---\nname: other\ndescription: Use it.\n---\nbody\n";
         assert!(check_skill(&id, wrong).is_err());
-        let extra = b"---\nname: rimthan-research\ndescription: x\nversion: 1\n---\n";
+        let extra = b"---\nname: rimthan-guide\ndescription: x\nversion: 1\n---\n";
         assert!(check_skill(&id, extra).is_err());
     }
 }

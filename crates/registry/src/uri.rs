@@ -1,4 +1,4 @@
-//! `rimthan://` resource URIs, built deterministically from release identity (SPEC §4.2).
+//! `rimthan://` resource URIs, built deterministically from release identity (`docs/mcp.md` §2).
 //!
 //! The engine puts these URIs in its payloads and the MCP server serves them, so both build
 //! them here. A per-harness rendition is addressed by the asset's content URI plus

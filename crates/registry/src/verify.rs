@@ -1,4 +1,4 @@
-//! Verification of a registry: digests, signatures, and every structural rule of SPEC §3.
+//! Verification of a registry: digests, signatures, and every structural rule of `docs/registry-format.md` §3.
 //!
 //! Order matters and is fixed: the manifest is authenticated first (pinned digest or trusted
 //! signature), then every entry's bytes against it, then the documents are parsed and their

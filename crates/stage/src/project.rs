@@ -1,5 +1,5 @@
 //! The participant's project folder: writing declared files safely and reading them back the
-//! way an attestation must (SPEC §3.2: containment re-checked after resolving symlinks).
+//! way an attestation must (`docs/registry-format.md` §3: containment re-checked after resolving symlinks).
 
 use std::{
     fs,

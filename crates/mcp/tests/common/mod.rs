@@ -155,11 +155,17 @@ pub fn example(release: &VerifiedRelease, workflow: &str, step: &str, output: &s
 }
 
 /// The stable release of the embedded registry.
-pub fn shipped() -> std::sync::Arc<VerifiedRelease> {
-    verify_embedded()
-        .unwrap()
-        .channel(&"stable".parse().unwrap())
-        .unwrap()
+pub fn shipped() -> Arc<VerifiedRelease> {
+    // Verified once: every session a test drives asks for it.
+    static SHIPPED: std::sync::OnceLock<Arc<VerifiedRelease>> = std::sync::OnceLock::new();
+    SHIPPED
+        .get_or_init(|| {
+            verify_embedded()
+                .unwrap()
+                .channel(&"stable".parse().unwrap())
+                .unwrap()
+                .clone()
+        })
         .clone()
 }
 
