@@ -1,7 +1,7 @@
 //! Streamable HTTP: the MCP endpoint at `/mcp` (both protocol revisions through rmcp, repeated
 //! resource reads replayed from pre-serialized answers), with Host and Origin allow-lists, a
-//! body-size limit, `/healthz`, `/readyz`, TCP_NODELAY on every accepted socket, and graceful
-//! shutdown.
+//! body-size limit, `/healthz`, `/readyz`, served on connections accepted and reaped by
+//! [`crate::conn`].
 
 use std::{future::Future, net::SocketAddr, sync::Arc};
 
@@ -19,6 +19,7 @@ use tracing::Instrument as _;
 
 use crate::{
     auth::{self, Auth},
+    conn::{self, ConnectionLimits},
     replay::{self, ReadReplay},
     server::RimthanServer,
     sessions::BoundedSessionManager,
@@ -49,6 +50,8 @@ pub struct HttpConfig {
     /// Mint `Mcp-Session-Id` sessions for 2025-11-25 clients (SSE answers, a GET stream);
     /// without them every request is served statelessly with plain JSON answers.
     pub legacy_sessions: bool,
+    /// Connection cap, timers and shutdown grace.
+    pub connections: ConnectionLimits,
 }
 
 impl HttpConfig {
@@ -67,6 +70,7 @@ impl HttpConfig {
             body_timeout: std::time::Duration::from_secs(30),
             max_sessions: 1000,
             legacy_sessions: false,
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -113,17 +117,33 @@ struct BodyLimits {
 /// the deadline gets 408 and one over the limit 413, so a slow or huge upload ties up nothing
 /// behind it.
 async fn read_body(State(limits): State<BodyLimits>, request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    // A declared length over the limit is refused before a byte of the body is awaited.
+    if declared.is_some_and(|n| n > limits.max_bytes as u64) {
+        return too_large();
+    }
     let (parts, body) = request.into_parts();
     let read = axum::body::to_bytes(body, limits.max_bytes);
     let bytes = match tokio::time::timeout(limits.timeout, read).await {
         Err(_) => return (StatusCode::REQUEST_TIMEOUT, "request body too slow\n").into_response(),
-        Ok(Err(_)) => {
-            return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response();
-        }
+        Ok(Err(_)) => return too_large(),
         Ok(Ok(bytes)) => bytes,
     };
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await
+}
+
+fn too_large() -> Response {
+    let mut response = (StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response();
+    // The unread rest of the body makes the connection unusable for another request.
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// Gives every request an id (kept from `x-request-id` when the proxy sent a sane one), puts it
@@ -168,7 +188,7 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
     );
     let replay = ReadReplay::new(server.engine().releases().clone());
     let mut mcp_routes = Router::new()
-        .nest_service(MCP_PATH, mcp)
+        .route_service(MCP_PATH, mcp)
         .layer(middleware::from_fn_with_state(replay, replay::replay));
     let mut app = Router::new()
         .route("/healthz", get(healthz))
@@ -200,26 +220,18 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> 
     tokio::net::TcpListener::bind(addr).await
 }
 
-/// Serves `server` on `listener` until `shutdown` resolves, then drains open requests.
+/// Serves `server` on `listener` until `shutdown` resolves, then drains open requests for at
+/// most the configured grace period.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     server: RimthanServer,
     config: &HttpConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt as _;
     let cancel = CancellationToken::new();
     let app = router(server, config, cancel.clone());
-    // Small JSON-RPC replies must not wait for Nagle's algorithm.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!(error = %e, "could not set TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            cancel.cancel();
-        })
-        .await
+    conn::serve(listener, app, config.connections, shutdown, move || {
+        cancel.cancel()
+    })
+    .await
 }

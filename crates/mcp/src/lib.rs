@@ -12,6 +12,7 @@
 pub mod auth;
 pub mod bootstrap;
 mod catalogue;
+pub mod conn;
 pub mod http;
 mod metrics;
 mod profile;

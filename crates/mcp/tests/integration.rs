@@ -4,6 +4,7 @@ mod arguments_fuzz;
 mod auth;
 mod bootstrap;
 mod common;
+mod connections;
 mod hostile;
 mod http;
 mod operation;

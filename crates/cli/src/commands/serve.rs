@@ -2,7 +2,7 @@
 //! stdio, on the embedded registry and a SQLite file in the user's data folder unless told
 //! otherwise.
 
-use std::{net::SocketAddr, path::PathBuf, sync::Arc};
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use clap::Args;
@@ -10,6 +10,7 @@ use rimthan_engine::{Engine, Releases};
 use rimthan_mcp::{
     Profile, RimthanServer,
     auth::{Auth, Verifier},
+    conn::ConnectionLimits,
     http::{self, HttpConfig, MCP_PATH},
 };
 use rimthan_registry::{
@@ -57,6 +58,20 @@ pub(crate) struct ServeArgs {
     /// Largest accepted request body in bytes.
     #[arg(long, env = "RIMTHAN_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     max_body_bytes: usize,
+    /// Most client connections served at once; further clients wait in the listen backlog.
+    /// Held 128 below the process's descriptor limit (`ulimit -n`) whatever is asked.
+    #[arg(long, env = "RIMTHAN_MAX_CONNECTIONS", default_value_t = 4096)]
+    max_connections: usize,
+    /// Seconds a connection may take to send a complete request head, counted from when it
+    /// opens or its previous answer ended; idle keep-alive connections close after it too.
+    #[arg(long, env = "RIMTHAN_HEADER_TIMEOUT", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout: u64,
+    /// Seconds a connection may go with no byte moving either way while the server waits on it.
+    #[arg(long, env = "RIMTHAN_IDLE_TIMEOUT", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    idle_timeout: u64,
+    /// Seconds shutdown (SIGTERM, ctrl-c) waits for open requests before closing connections.
+    #[arg(long, env = "RIMTHAN_SHUTDOWN_GRACE", default_value_t = 10)]
+    shutdown_grace: u64,
     /// A file of at least 32 secret bytes that keys checkpoints; replicas share it (default:
     /// a secret generated once and kept in the database).
     #[arg(long, env = "RIMTHAN_CHECKPOINT_SECRET_FILE")]
@@ -182,6 +197,12 @@ impl ServeArgs {
             config.max_body_bytes = self.max_body_bytes;
             config.max_sessions = self.max_sessions;
             config.legacy_sessions = self.legacy_sessions;
+            config.connections = ConnectionLimits {
+                max_connections: self.max_connections,
+                header_timeout: Duration::from_secs(self.header_timeout),
+                idle_timeout: Duration::from_secs(self.idle_timeout),
+                shutdown_grace: Duration::from_secs(self.shutdown_grace),
+            };
             config.auth = auth;
             if !self.allowed_hosts.is_empty() {
                 config.allowed_hosts = self.allowed_hosts.clone();
@@ -193,7 +214,7 @@ impl ServeArgs {
                 tracing::warn!("listening beyond loopback with loopback-only allowed hosts; pass --allowed-hosts with your public host name");
             }
             let listener = http::bind(self.listen).await.with_context(|| format!("cannot listen on {}", self.listen))?;
-            tracing::info!(%profile, url = %format!("http://{}{MCP_PATH}", listener.local_addr()?), "serving Streamable HTTP");
+            tracing::info!(%profile, url = %format!("http://{}{MCP_PATH}", listener.local_addr()?), max_connections = config.connections.effective_max_connections(), "serving Streamable HTTP");
             http::serve(listener, server, &config, shutdown_signal()).await?;
             tracing::info!("stopped");
             anyhow::Ok(())

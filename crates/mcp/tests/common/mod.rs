@@ -57,6 +57,18 @@ pub struct HttpServer {
     pub addr: SocketAddr,
     pub url: String,
     stop: Option<oneshot::Sender<()>>,
+    /// The serve task: ends once shutdown is complete.
+    pub served: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl HttpServer {
+    /// Asks the server to shut down and returns the serve task, to await its end.
+    pub fn shut_down(&mut self) -> tokio::task::JoinHandle<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.served.take().expect("not yet shut down")
+    }
 }
 
 impl Drop for HttpServer {
@@ -68,11 +80,20 @@ impl Drop for HttpServer {
 }
 
 pub async fn http_server(server: RimthanServer) -> HttpServer {
+    http_server_with(server, |_| {}).await
+}
+
+/// A server with its loopback configuration changed by `configure`.
+pub async fn http_server_with(
+    server: RimthanServer,
+    configure: impl FnOnce(&mut HttpConfig),
+) -> HttpServer {
     let listener = http::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let config = HttpConfig::loopback(addr);
+    let mut config = HttpConfig::loopback(addr);
+    configure(&mut config);
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(async move {
+    let served = tokio::spawn(async move {
         http::serve(listener, server, &config, async move {
             let _ = stopped.await;
         })
@@ -83,6 +104,7 @@ pub async fn http_server(server: RimthanServer) -> HttpServer {
         addr,
         url: format!("http://{addr}/mcp"),
         stop: Some(stop),
+        served: Some(served),
     }
 }
 

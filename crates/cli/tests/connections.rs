@@ -1,0 +1,105 @@
+//! `rimthan serve` under a descriptor limit and on SIGTERM: idle sockets beyond what the
+//! process may hold are reaped so `/healthz` is answered, and a client that never finishes its
+//! request head does not keep the process alive after SIGTERM.
+#![cfg(unix)]
+
+use std::{
+    io::{Read, Write},
+    net::{TcpListener, TcpStream},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
+
+/// `rimthan serve` on a free port with a memory store, its descriptor limit set to `nofile`.
+fn serve(nofile: u32, extra: &[&str]) -> (Child, u16) {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
+        .arg(BIN)
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--database-url",
+            "sqlite::memory:",
+        ])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "server did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    (child, port)
+}
+
+fn healthz(port: u16, timeout: Duration) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    Ok(answer)
+}
+
+fn terminate(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Waits for the process to end; how long it took, or `None` past `limit` (then it is killed).
+fn ended_within(child: &mut Child, limit: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if child.try_wait().unwrap().is_some() {
+            return Some(started.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[test]
+fn idle_sockets_beyond_the_descriptor_limit_are_reaped_and_healthz_answers() {
+    let (mut child, port) = serve(1024, &["--header-timeout", "2"]);
+    let held: Vec<TcpStream> = (0..1500)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    let started = Instant::now();
+    let answer = healthz(port, Duration::from_secs(30)).expect("healthz answered");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    drop(held);
+    terminate(&child);
+    assert!(ended_within(&mut child, Duration::from_secs(15)).is_some());
+}
+
+#[test]
+fn sigterm_ends_the_process_whatever_a_client_does() {
+    // A header timeout far beyond the grace period: only shutdown can end the connection.
+    let (mut child, port) = serve(1024, &["--header-timeout", "600"]);
+    let mut half = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    half.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le")
+        .unwrap();
+    let mut idle = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    idle.write_all(b"").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    terminate(&child);
+    let took = ended_within(&mut child, Duration::from_secs(15)).expect("ended within 15 s");
+    assert!(took < Duration::from_secs(15), "{took:?}");
+}
