@@ -13,6 +13,7 @@ use crate::session::SessionId;
 
 const PREFIX: &str = "rc1";
 const DOMAIN: &str = "rimthan-checkpoint/1";
+const START_DOMAIN: &str = "rimthan-keyed-start/1";
 /// Bytes of secret a checkpoint key needs at least.
 pub const MIN_SECRET_BYTES: usize = 32;
 
@@ -58,6 +59,14 @@ impl CheckpointKey {
     pub fn issue(&self, session: &SessionId, seq: u64) -> String {
         let tag = self.mac(session, seq).finalize().into_bytes();
         format!("{PREFIX}.{session}.{seq}.{}", URL_SAFE_NO_PAD.encode(tag))
+    }
+
+    /// The session id a start with idempotency key `key` gets for the caller `owner` (empty
+    /// without auth): a MAC, so only this server's key derives it.
+    pub(crate) fn keyed_session(&self, owner: &str, key: &str) -> SessionId {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key size");
+        mac.update(format!("{START_DOMAIN}\n{}\n{owner}\n{key}", owner.len()).as_bytes());
+        SessionId::from_mac(&mac.finalize().into_bytes())
     }
 
     /// Verifies a token; `None` for anything malformed or not signed with this key.

@@ -67,6 +67,9 @@ codes! {
     SessionNotFound = "session_not_found",
     /// The caller may not act on this session.
     SessionAccessDenied = "session_access_denied",
+    /// A start's idempotency key already started a session, with other arguments or one that
+    /// has moved on since.
+    IdempotencyKeyReused = "idempotency_key_reused",
 
     // prepare_step_validation (`docs/engine.md` §5).
     /// The attestation type does not fit the step.

@@ -3,6 +3,10 @@
 //! Every state change is a compare-and-swap on the session's revision, retried from a fresh
 //! read when another call won; a retry re-runs every check, so a lost race surfaces as the
 //! code the winner's change implies (`stale_checkpoint`, `validation_superseded`).
+//!
+//! The request behind each change is remembered in the session ([`LastChange`]), so a harness
+//! that repeats it after losing the answer gets that answer again, not a second change or a
+//! `stale_checkpoint` it cannot recover from (`docs/engine.md` §3.1).
 
 use std::sync::Arc;
 
@@ -14,7 +18,7 @@ use crate::{
     checkpoint::CheckpointKey,
     codes::{Code, Failure},
     error::EngineError,
-    offers::Policy,
+    offers::PolicyCache,
     payload::{
         ActivePayload, Blocked, BlockedTag, InputPayload, PlanValidator, PrepareResult, ReadyTag,
         Rejected, StartResult, StepResult, ValidationPlan,
@@ -22,7 +26,10 @@ use crate::{
     releases::Releases,
     reports::check_reports,
     request::{ActiveStepRequest, PrepareRequest, StartRequest, SubmitRequest, Verdict},
-    session::{Finding, PlanRecord, Principal, Session, SessionId, Status, now_rfc3339},
+    session::{
+        ChangeTool, Finding, LastChange, PlanRecord, Principal, Session, SessionId, Status,
+        now_rfc3339,
+    },
     start::evaluate,
     store::{AuditEntry, Store},
     view::Pinned,
@@ -48,6 +55,7 @@ pub struct Engine {
     releases: Arc<Releases>,
     store: Arc<dyn Store>,
     key: CheckpointKey,
+    policies: PolicyCache,
 }
 
 /// A session loaded for a call, or the failures that stop the call (with the session, when
@@ -78,6 +86,7 @@ impl Engine {
             releases,
             store,
             key,
+            policies: PolicyCache::default(),
         })
     }
 
@@ -112,6 +121,19 @@ impl Engine {
         }
     }
 
+    /// Audits an identical retry answered from the session as it stands.
+    async fn replayed(
+        &self,
+        tool: &str,
+        session: &Session,
+        principal: Option<&Principal>,
+    ) -> Result<(), EngineError> {
+        self.store
+            .append_audit(&self.audit(tool, Some(session), "replayed", vec![], principal))
+            .await?;
+        Ok(())
+    }
+
     async fn reject(
         &self,
         tool: &str,
@@ -134,6 +156,19 @@ impl Engine {
         principal: Option<&Principal>,
     ) -> Result<StartResult, EngineError> {
         const TOOL: &str = "start_workflow";
+        let change = LastChange {
+            tool: ChangeTool::Start,
+            request_sha256: Evidence::digest(&req),
+        };
+        let keyed = req.idempotency_key.as_ref().map(|key| {
+            let owner = principal.map_or("", |p| p.subject.as_str());
+            self.key.keyed_session(owner, key.as_str())
+        });
+        if let Some(id) = &keyed
+            && let Some(existing) = self.store.load_session(id).await?
+        {
+            return self.start_again(existing, &change, principal).await;
+        }
         let registry = self.releases.snapshot();
         let release = match (&req.release, &req.channel) {
             (Some(_), Some(_)) => {
@@ -208,7 +243,7 @@ impl Engine {
                     .await?,
             ));
         };
-        let policy = Policy::compile(&req.repository_policy)?;
+        let policy = self.policies.compile(&req.repository_policy)?;
         let binding = match evaluate(&release, workflow, &req.host, &policy) {
             Ok(binding) => binding,
             Err(blockers) => {
@@ -224,7 +259,7 @@ impl Engine {
         };
         let now = now_rfc3339();
         let session = Session {
-            id: SessionId::generate(),
+            id: keyed.clone().unwrap_or_else(SessionId::generate),
             revision: 0,
             seq: 0,
             release: release.id().clone(),
@@ -241,27 +276,87 @@ impl Engine {
             attested: Default::default(),
             findings: Vec::new(),
             reports: Default::default(),
+            last_change: Some(change.clone()),
             created_at: now.clone(),
             updated_at: now,
         };
-        let pinned = Pinned {
-            release: &release,
-            workflow,
-        };
+        let pinned = Pinned::resolve(&release, &session, &self.policies)?;
         let payload = pinned.active_payload(&session, &self.key, SERVER_NAME);
-        self.store
-            .insert_session(
-                &session,
-                &self.audit(TOOL, Some(&session), "active", vec![], principal),
-            )
-            .await?;
+        let audit = self.audit(TOOL, Some(&session), "active", vec![], principal);
+        if let Err(e) = self.store.insert_session(&session, &audit).await {
+            // An identical keyed start that raced this one stored the session first.
+            return match self.store.load_session(&session.id).await? {
+                Some(existing) if keyed.is_some() => {
+                    self.start_again(existing, &change, principal).await
+                }
+                _ => Err(e.into()),
+            };
+        }
         Ok(StartResult::Active(Box::new(payload)))
     }
 
+    /// A keyed start whose session exists: the identical request gets the session's answer
+    /// while nothing has changed it since; anything else is `idempotency_key_reused`.
+    async fn start_again(
+        &self,
+        existing: Session,
+        change: &LastChange,
+        principal: Option<&Principal>,
+    ) -> Result<StartResult, EngineError> {
+        const TOOL: &str = "start_workflow";
+        let failure = if !may_act(existing.principal.as_ref(), principal) {
+            Some(Failure::new(
+                Code::SessionAccessDenied,
+                "this session belongs to another principal outside your organization",
+            ))
+        } else if existing.last_change.as_ref() == Some(change) {
+            None
+        } else if existing.last_change.as_ref().map(|c| c.tool) == Some(ChangeTool::Start) {
+            Some(Failure::new(
+                Code::IdempotencyKeyReused,
+                "this idempotency key already started a session with other arguments; use a new key for a new start",
+            ))
+        } else {
+            Some(Failure::new(
+                Code::IdempotencyKeyReused,
+                "this idempotency key started a session that has moved on since; continue it from its session file",
+            ))
+        };
+        if let Some(failure) = failure {
+            let failure = failure.with("session_id", existing.id.as_str());
+            return Ok(StartResult::Rejected(
+                self.reject(
+                    TOOL,
+                    Some(&existing),
+                    vec![failure],
+                    principal,
+                    Evidence::None,
+                )
+                .await?,
+            ));
+        }
+        let release = self.pinned_release(&existing)?;
+        let pinned = Pinned::resolve(&release, &existing, &self.policies)?;
+        let payload = pinned.active_payload(&existing, &self.key, SERVER_NAME);
+        self.replayed(TOOL, &existing, principal).await?;
+        Ok(StartResult::Active(Box::new(payload)))
+    }
+
+    fn pinned_release(&self, session: &Session) -> Result<Arc<VerifiedRelease>, EngineError> {
+        self.releases
+            .snapshot()
+            .release(&session.release)
+            .cloned()
+            .ok_or_else(|| EngineError::PinnedReleaseMissing(session.release.to_string()))
+    }
+
+    /// Loads the session `token` names. A checkpoint one behind is current for `retry`, the
+    /// request that made the session's latest change.
     async fn load(
         &self,
         token: &str,
         principal: Option<&Principal>,
+        retry: Option<&LastChange>,
     ) -> Result<Opened, EngineError> {
         let Some(checkpoint) = self.key.verify(token) else {
             return Ok(Err((
@@ -293,7 +388,10 @@ impl Engine {
                 )],
             )));
         }
-        if checkpoint.seq != session.seq {
+        let retried = retry.is_some()
+            && session.last_change.as_ref() == retry
+            && checkpoint.seq + 1 == session.seq;
+        if checkpoint.seq != session.seq && !retried {
             let failure = if checkpoint.seq < session.seq {
                 Failure::new(
                     Code::StaleCheckpoint,
@@ -309,12 +407,7 @@ impl Engine {
             };
             return Ok(Err((Some(session), vec![failure])));
         }
-        let release = self
-            .releases
-            .snapshot()
-            .release(&session.release)
-            .cloned()
-            .ok_or_else(|| EngineError::PinnedReleaseMissing(session.release.to_string()))?;
+        let release = self.pinned_release(&session)?;
         Ok(Ok((session, release)))
     }
 
@@ -325,23 +418,14 @@ impl Engine {
         token: &str,
         principal: Option<&Principal>,
         evidence: Evidence,
+        retry: Option<&LastChange>,
     ) -> Result<Result<(Session, Arc<VerifiedRelease>), Rejected>, EngineError> {
-        Ok(match self.load(token, principal).await? {
+        Ok(match self.load(token, principal, retry).await? {
             Ok(opened) => Ok(opened),
             Err((session, failures)) => Err(self
                 .reject(tool, session.as_ref(), failures, principal, evidence)
                 .await?),
         })
-    }
-
-    fn pinned<'r>(
-        release: &'r VerifiedRelease,
-        session: &Session,
-    ) -> Result<Pinned<'r>, EngineError> {
-        let workflow = release
-            .workflow(&session.workflow, &session.workflow_version)
-            .ok_or_else(|| EngineError::PinnedReleaseMissing(session.release.to_string()))?;
-        Ok(Pinned { release, workflow })
     }
 
     /// `rimthan.get_active_step`.
@@ -352,13 +436,13 @@ impl Engine {
     ) -> Result<StepResult, EngineError> {
         const TOOL: &str = "get_active_step";
         let (session, release) = match self
-            .open(TOOL, &req.checkpoint, principal, Evidence::None)
+            .open(TOOL, &req.checkpoint, principal, Evidence::None, None)
             .await?
         {
             Ok(opened) => opened,
             Err(rejected) => return Ok(StepResult::Rejected(rejected)),
         };
-        let pinned = Self::pinned(&release, &session)?;
+        let pinned = Pinned::resolve(&release, &session, &self.policies)?;
         let payload = pinned.active_payload(&session, &self.key, SERVER_NAME);
         self.store
             .append_audit(&self.audit(
@@ -380,15 +464,26 @@ impl Engine {
     ) -> Result<PrepareResult, EngineError> {
         const TOOL: &str = "prepare_step_validation";
         let evidence = Evidence::digest_attestation(&req);
+        let change = LastChange {
+            tool: ChangeTool::Prepare,
+            request_sha256: Evidence::digest(&req),
+        };
         for _ in 0..MAX_ATTEMPTS {
             let (session, release) = match self
-                .open(TOOL, &req.checkpoint, principal, evidence)
+                .open(TOOL, &req.checkpoint, principal, evidence, Some(&change))
                 .await?
             {
                 Ok(opened) => opened,
                 Err(rejected) => return Ok(PrepareResult::Rejected(rejected)),
             };
-            let pinned = Self::pinned(&release, &session)?;
+            let pinned = Pinned::resolve(&release, &session, &self.policies)?;
+            if session.last_change.as_ref() == Some(&change)
+                && let Some(plan) = &session.plan
+            {
+                let payload = self.plan_payload(&pinned, &session, plan)?;
+                self.replayed(TOOL, &session, principal).await?;
+                return Ok(PrepareResult::Ready(payload));
+            }
             let failures = match self.check_preparation(&pinned, &session, &req) {
                 Ok(plan) => {
                     let mut next = session.clone();
@@ -398,6 +493,7 @@ impl Engine {
                     next.attested
                         .extend(plan.outputs.iter().map(|(p, a)| (p.clone(), a.sha256)));
                     next.plan = Some(plan.clone());
+                    next.last_change = Some(change.clone());
                     next.revision += 1;
                     next.updated_at = now_rfc3339();
                     let mut audit = self.audit(TOOL, Some(&next), "ready", vec![], principal);
@@ -410,7 +506,7 @@ impl Engine {
                         continue;
                     }
                     return Ok(PrepareResult::Ready(
-                        self.plan_payload(&pinned, &next, &plan),
+                        self.plan_payload(&pinned, &next, &plan)?,
                     ));
                 }
                 Err(failures) => failures,
@@ -489,16 +585,13 @@ impl Engine {
         pinned: &Pinned<'_>,
         session: &Session,
         plan: &PlanRecord,
-    ) -> ValidationPlan {
+    ) -> Result<ValidationPlan, EngineError> {
         let release = pinned.release.id();
         let validators = plan
             .validators
             .iter()
-            .map(|(id, version)| {
-                let validator = pinned
-                    .release
-                    .validator(id, version)
-                    .expect("planned validators exist");
+            .zip(pinned.planned(session, plan)?)
+            .map(|((id, version), validator)| {
                 let doc = validator.doc();
                 PlanValidator {
                     id: id.to_string(),
@@ -528,12 +621,12 @@ impl Engine {
                 }
             })
             .collect();
-        ValidationPlan {
+        Ok(ValidationPlan {
             status: ReadyTag::Tag,
             validation_id: plan.id.clone(),
             validators,
             instructions: PLAN_INSTRUCTIONS.into(),
-        }
+        })
     }
 
     /// `rimthan.submit_step_reports`.
@@ -544,15 +637,24 @@ impl Engine {
     ) -> Result<StepResult, EngineError> {
         const TOOL: &str = "submit_step_reports";
         let evidence = Evidence::digest_reports(&req);
+        let change = LastChange {
+            tool: ChangeTool::Submit,
+            request_sha256: Evidence::digest(&req),
+        };
         for _ in 0..MAX_ATTEMPTS {
             let (session, release) = match self
-                .open(TOOL, &req.checkpoint, principal, evidence)
+                .open(TOOL, &req.checkpoint, principal, evidence, Some(&change))
                 .await?
             {
                 Ok(opened) => opened,
                 Err(rejected) => return Ok(StepResult::Rejected(rejected)),
             };
-            let pinned = Self::pinned(&release, &session)?;
+            let pinned = Pinned::resolve(&release, &session, &self.policies)?;
+            if session.last_change.as_ref() == Some(&change) {
+                let payload = pinned.active_payload(&session, &self.key, SERVER_NAME);
+                self.replayed(TOOL, &session, principal).await?;
+                return Ok(StepResult::Active(Box::new(payload)));
+            }
             let plan = match &session.plan {
                 Some(plan) if plan.id == req.validation_id => plan,
                 _ => {
@@ -574,7 +676,8 @@ impl Engine {
                     ));
                 }
             };
-            let failures = check_reports(&pinned, &session, plan, &req.reports);
+            let validators = pinned.planned(&session, plan)?;
+            let failures = check_reports(&pinned, &session, plan, &validators, &req.reports);
             if !failures.is_empty() {
                 return Ok(StepResult::Rejected(
                     self.reject(TOOL, Some(&session), failures, principal, evidence)
@@ -582,7 +685,8 @@ impl Engine {
                 ));
             }
             let mut next = session.clone();
-            let plan = next.plan.take().expect("matched above");
+            let plan = plan.clone();
+            next.plan = None;
             next.retire(plan.id.clone());
             next.reports.insert(plan.step.clone(), req.reports.clone());
             let failing: Vec<_> = req
@@ -603,6 +707,7 @@ impl Engine {
                 next.status = Status::Revise;
                 next.findings = findings_of(&failing);
             }
+            next.last_change = Some(change.clone());
             next.seq += 1;
             next.revision += 1;
             next.updated_at = now_rfc3339();

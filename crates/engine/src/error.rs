@@ -29,6 +29,17 @@ pub enum EngineError {
         "release {0} of a stored session is not in the registry; restore it (releases are never removed)"
     )]
     PinnedReleaseMissing(String),
+    /// A stored session refers to something its pinned release does not hold: the store or
+    /// the registry was changed outside the server.
+    #[error(
+        "session {session} refers to {what}, which its pinned release does not hold; the store or the registry was changed outside the server"
+    )]
+    SessionInconsistent {
+        /// The session.
+        session: String,
+        /// What it refers to.
+        what: String,
+    },
 }
 
 impl EngineError {
@@ -44,6 +55,7 @@ impl EngineError {
             },
             EngineError::Contended { .. } => "session_contended",
             EngineError::PinnedReleaseMissing(_) => "pinned_release_missing",
+            EngineError::SessionInconsistent { .. } => "stored_session_inconsistent",
         }
     }
 }

@@ -1,6 +1,11 @@
 //! How each host asset may reach a host: the adapter contract, the host's declared
 //! capabilities and the repository policy together decide (`docs/engine.md` §2.3).
 
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, PoisonError},
+};
+
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use rimthan_registry::{
     AdapterContract, AssetRef, DeliveryMode, Entry, HostCapability, ValidatorCapability,
@@ -100,6 +105,34 @@ impl Policy {
     /// Whether using the capability called `name` breaks the policy.
     pub(crate) fn forbids_capability(&self, name: &str) -> bool {
         self.forbidden_capabilities.iter().any(|c| c == name)
+    }
+}
+
+/// How many compiled policies a [`PolicyCache`] keeps (each at most 64 globs of 1 KiB).
+const POLICIES_KEPT: usize = 256;
+
+/// Compiled repository policies by their declaration, so a session's globs are compiled when
+/// it starts and then reused, not compiled on every call. Bounded: when full it starts over.
+#[derive(Debug, Default)]
+pub(crate) struct PolicyCache(Mutex<HashMap<RepositoryPolicy, Arc<Policy>>>);
+
+impl PolicyCache {
+    /// The compiled `policy`, compiling it on first use.
+    pub(crate) fn compile(&self, policy: &RepositoryPolicy) -> Result<Arc<Policy>, EngineError> {
+        let kept = |cache: &Self| {
+            let map = cache.0.lock().unwrap_or_else(PoisonError::into_inner);
+            map.get(policy).cloned()
+        };
+        if let Some(compiled) = kept(self) {
+            return Ok(compiled);
+        }
+        let compiled = Arc::new(Policy::compile(policy)?);
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if map.len() >= POLICIES_KEPT {
+            map.clear();
+        }
+        map.insert(policy.clone(), compiled.clone());
+        Ok(compiled)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use rimthan_registry::ValidatorCapability;
+use rimthan_registry::{Validator, ValidatorCapability};
 
 use crate::{
     attestation::schema_failure,
@@ -41,20 +41,18 @@ fn extras_out_of_bounds(report: &Report) -> Option<Failure> {
     })
 }
 
-/// Checks `reports` against `plan`; an empty result means the set is complete and in bounds.
+/// Checks `reports` against `plan`, whose validators are `validators` (resolved in plan
+/// order); an empty result means the set is complete and in bounds.
 pub(crate) fn check_reports(
     pinned: &Pinned<'_>,
     session: &Session,
     plan: &PlanRecord,
+    validators: &[&Validator],
     reports: &[Report],
 ) -> Vec<Failure> {
     let mut failures = Vec::new();
     let mut matched = vec![false; reports.len()];
-    for (id, version) in &plan.validators {
-        let validator = pinned
-            .release
-            .validator(id, version)
-            .expect("planned validators exist");
+    for ((id, version), validator) in plan.validators.iter().zip(validators) {
         let mut candidates = reports
             .iter()
             .enumerate()

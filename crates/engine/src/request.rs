@@ -36,6 +36,58 @@ pub struct StartRequest {
     /// What the repository forbids.
     #[serde(default)]
     pub repository_policy: RepositoryPolicy,
+    /// A key the harness makes up for this start (a UUID, say), so that repeating the identical
+    /// call after its answer was lost returns the same session instead of a second one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<IdempotencyKey>,
+}
+
+/// The longest idempotency key accepted.
+pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 128;
+
+/// A start's idempotency key: 1 to 128 of `A-Z a-z 0-9 . _ : -`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    /// The key as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for IdempotencyKey {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
+        if s.is_empty() || s.len() > MAX_IDEMPOTENCY_KEY_CHARS || !s.chars().all(allowed) {
+            return Err(format!(
+                "an idempotency key is 1 to {MAX_IDEMPOTENCY_KEY_CHARS} of A-Z a-z 0-9 . _ : -"
+            ));
+        }
+        Ok(Self(s))
+    }
+}
+
+impl From<IdempotencyKey> for String {
+    fn from(key: IdempotencyKey) -> String {
+        key.0
+    }
+}
+
+impl JsonSchema for IdempotencyKey {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "IdempotencyKey".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_IDEMPOTENCY_KEY_CHARS,
+            "pattern": "^[A-Za-z0-9._:-]+$",
+        })
+    }
 }
 
 /// A host's declaration of itself.
@@ -67,7 +119,7 @@ pub struct AdapterDeclaration {
 }
 
 /// What the repository's own policy forbids.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RepositoryPolicy {
     /// Globs of project paths nothing may write (`secrets/**`).

@@ -23,6 +23,12 @@ impl SessionId {
         Self(hex::encode(bytes))
     }
 
+    /// The id a keyed start derives: the first 128 bits of a MAC, so it is as unguessable as
+    /// a random one and the same for the same caller and key.
+    pub(crate) fn from_mac(mac: &[u8]) -> Self {
+        Self(hex::encode(&mac[..16]))
+    }
+
     /// The id as a string slice.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -159,6 +165,29 @@ pub struct Finding {
     pub pointer: Option<String>,
 }
 
+/// The tools that change a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeTool {
+    /// `rimthan.start_workflow`.
+    Start,
+    /// `rimthan.prepare_step_validation`.
+    Prepare,
+    /// `rimthan.submit_step_reports`.
+    Submit,
+}
+
+/// The request that made a session's latest change. An identical request (a harness retrying
+/// after the answer was lost) is answered from the session as it stands, for as long as no
+/// other request has changed it (`docs/engine.md` §3.1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastChange {
+    /// The tool.
+    pub tool: ChangeTool,
+    /// sha256 of the request's canonical JSON, checkpoint included.
+    pub request_sha256: Sha256Digest,
+}
+
 /// A session's whole state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
@@ -201,6 +230,9 @@ pub struct Session {
     /// base report are kept here with their report.
     #[serde(default)]
     pub reports: BTreeMap<StepId, Vec<crate::request::Report>>,
+    /// The request that made the latest change, for answering its identical retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_change: Option<LastChange>,
     /// RFC 3339 time of creation.
     pub created_at: String,
     /// RFC 3339 time of the last change.

@@ -1,27 +1,101 @@
 //! Building result payloads from a session and its pinned release (`docs/engine.md` §4).
 
+use std::sync::Arc;
+
 use rimthan_registry::{
-    AssetKind, OutputDecl, SchemaRef, Step, StepKind, VerifiedRelease, Workflow, uri,
+    AdapterContract, Asset, AssetKind, OutputDecl, SchemaRef, Step, StepKind, Validator,
+    VerifiedRelease, Workflow, uri,
 };
 
 use crate::{
     checkpoint::CheckpointKey,
-    offers::{Offer, Policy, offers},
+    error::EngineError,
+    offers::{Offer, Policy, PolicyCache, offers},
     payload::{
         ActivePayload, HostAdapterPayload, HostAssetPayload, InputPayload, OutputPayload,
         SESSION_FILE_PATH, SchemaPayload, SessionFile, SessionFileContent, SessionFileHost,
         StepPayload, ValidatorPayload, WorkflowPayload, WorkflowRef,
     },
-    session::{Session, Status},
+    session::{PlanRecord, Session, Status},
 };
 
-/// The release, workflow and active step a session is pinned to.
+/// Everything in its pinned release a stored session refers to, resolved once per call so
+/// that what the store holds is checked, never assumed: anything missing is
+/// `stored_session_inconsistent`, not a panic.
 pub(crate) struct Pinned<'r> {
     pub(crate) release: &'r VerifiedRelease,
     pub(crate) workflow: &'r Workflow,
+    adapter: &'r Asset,
+    contract: &'r AdapterContract,
+    policy: Arc<Policy>,
 }
 
 impl<'r> Pinned<'r> {
+    /// Resolves `session`'s workflow, bound adapter, its contract and the compiled repository
+    /// policy in `release`.
+    pub(crate) fn resolve(
+        release: &'r VerifiedRelease,
+        session: &Session,
+        policies: &PolicyCache,
+    ) -> Result<Self, EngineError> {
+        let inconsistent = |what: String| EngineError::SessionInconsistent {
+            session: session.id.to_string(),
+            what,
+        };
+        let workflow = release
+            .workflow(&session.workflow, &session.workflow_version)
+            .ok_or_else(|| {
+                inconsistent(format!(
+                    "workflow {}@{}",
+                    session.workflow, session.workflow_version
+                ))
+            })?;
+        if session.step_index > workflow.steps().len() {
+            return Err(inconsistent(format!("step {}", session.step_index + 1)));
+        }
+        let binding = &session.host.adapter;
+        let adapter = release
+            .asset(AssetKind::HostAdapter, &binding.id, &binding.version)
+            .ok_or_else(|| {
+                inconsistent(format!("host adapter {}@{}", binding.id, binding.version))
+            })?;
+        let contract = adapter.base().adapter_contract.as_ref().ok_or_else(|| {
+            inconsistent(format!(
+                "a contract of host adapter {}@{}",
+                binding.id, binding.version
+            ))
+        })?;
+        let policy = policies
+            .compile(&session.policy)
+            .map_err(|_| inconsistent("a repository policy that compiles".into()))?;
+        Ok(Self {
+            release,
+            workflow,
+            adapter,
+            contract,
+            policy,
+        })
+    }
+
+    /// The validators `plan` names, in plan order.
+    pub(crate) fn planned(
+        &self,
+        session: &Session,
+        plan: &PlanRecord,
+    ) -> Result<Vec<&'r Validator>, EngineError> {
+        plan.validators
+            .iter()
+            .map(|(id, version)| {
+                self.release.validator(id, version).ok_or_else(|| {
+                    EngineError::SessionInconsistent {
+                        session: session.id.to_string(),
+                        what: format!("validator {id}@{version}"),
+                    }
+                })
+            })
+            .collect()
+    }
+
     pub(crate) fn active_step(&self, session: &Session) -> Option<&'r Step> {
         self.workflow.steps().get(session.step_index)
     }
@@ -62,30 +136,12 @@ impl<'r> Pinned<'r> {
         }
     }
 
-    /// The host adapter a session is bound to; a start only binds adapters of its release.
-    fn bound_adapter(&self, session: &Session) -> &'r rimthan_registry::Asset {
-        self.release
-            .asset(
-                AssetKind::HostAdapter,
-                &session.host.adapter.id,
-                &session.host.adapter.version,
-            )
-            .expect("bound adapters exist in their release")
-    }
-
     pub(crate) fn offers(&self, session: &Session) -> Vec<Offer<'r>> {
-        let adapter = self.bound_adapter(session);
-        let contract = adapter
-            .base()
-            .adapter_contract
-            .as_ref()
-            .expect("bound adapters have a contract");
-        let policy = Policy::compile(&session.policy).expect("stored policies compiled at start");
         offers(
             self.release,
-            contract,
+            self.contract,
             &session.host,
-            &policy,
+            &self.policy,
             &self.workflow.steps()[0].doc().host_assets,
         )
     }
@@ -176,7 +232,6 @@ impl<'r> Pinned<'r> {
         let step = self
             .active_step(session)
             .filter(|_| session.status != Status::Completed);
-        let adapter = self.bound_adapter(session);
         let host_assets = match step {
             Some(s) if s.doc().kind == StepKind::Setup => self
                 .offers(session)
@@ -220,7 +275,7 @@ impl<'r> Pinned<'r> {
                     &session.host.adapter.version,
                     None,
                 ),
-                sha256: adapter.base().sha256.to_string(),
+                sha256: self.adapter.base().sha256.to_string(),
             },
             host_assets,
             session_file: self.session_file(session, &checkpoint, server),

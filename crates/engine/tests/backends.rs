@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use rimthan_engine::{Code, Engine, Status, StepResult, Store, Verdict};
+use rimthan_engine::{Code, Engine, Status, Store, Verdict};
 
 use crate::common::*;
 
@@ -79,8 +79,10 @@ pub(crate) async fn full_session_with_one_revise_round(store: Arc<dyn Store>) {
     );
 }
 
-/// Many tasks submit the same reports on one checkpoint: exactly one advances, the rest see
-/// `stale_checkpoint`, and the audit log holds exactly one entry per call.
+/// Many tasks submit the same reports on one checkpoint: exactly one advances the session and
+/// every other gets that same answer (an identical request is a retry), while a different
+/// request on the old checkpoint is `stale_checkpoint`; the audit log holds exactly one entry
+/// per call.
 pub(crate) async fn racing_submissions_advance_exactly_once(store: Arc<dyn Store>) {
     const RACERS: usize = 12;
     let engine = Arc::new(engine_on(store.clone()).await);
@@ -99,23 +101,18 @@ pub(crate) async fn racing_submissions_advance_exactly_once(store: Arc<dyn Store
             tokio::spawn(async move { engine.submit(request, None).await.unwrap() })
         })
         .collect();
-    let mut advanced = 0;
+    let mut checkpoints = std::collections::BTreeSet::new();
     for task in tasks {
-        match task.await.unwrap() {
-            StepResult::Active(p) => {
-                assert_eq!(p.step.as_ref().unwrap().id, "frame-question");
-                advanced += 1;
-            }
-            rejected => {
-                let c = codes(&rejected);
-                assert!(
-                    c == ["stale_checkpoint"] || c == ["validation_superseded"],
-                    "{c:?}"
-                );
-            }
-        }
+        let next = step_active(task.await.unwrap());
+        assert_eq!(next.step.as_ref().unwrap().id, "frame-question");
+        checkpoints.insert(next.checkpoint);
     }
-    assert_eq!(advanced, 1);
+    assert_eq!(checkpoints.len(), 1, "every racer got the one answer");
+    // The setup step's plan has no validators, so only the plan id can differ.
+    let mut different = request.clone();
+    different.validation_id = "another-plan".into();
+    let other = engine.submit(different, None).await.unwrap();
+    assert_eq!(codes(&other), ["stale_checkpoint"]);
     let session = payload.session_id.parse().unwrap();
     let submits: Vec<_> = store
         .audit_log(&session)
@@ -126,10 +123,91 @@ pub(crate) async fn racing_submissions_advance_exactly_once(store: Arc<dyn Store
         .collect();
     assert_eq!(
         submits.len(),
-        RACERS,
+        RACERS + 1,
         "one audit entry per call, none lost or doubled"
     );
     assert_eq!(submits.iter().filter(|e| e.outcome == "active").count(), 1);
+    assert_eq!(
+        submits.iter().filter(|e| e.outcome == "replayed").count(),
+        RACERS - 1
+    );
+}
+
+/// Each changing call repeated after its answer was lost gets that answer again (same
+/// checkpoint, same session file, same plan) without a second change, for as long as no
+/// other request has changed the session.
+pub(crate) async fn identical_retries_get_the_lost_answer(store: Arc<dyn Store>) {
+    let engine = engine_on(store.clone()).await;
+    let mut start = start_request("codex");
+    start.idempotency_key = Some("harness-run-7f3a".to_owned().try_into().unwrap());
+    let first = active(engine.start(start.clone(), None).await.unwrap());
+    let again = active(engine.start(start.clone(), None).await.unwrap());
+    assert_eq!(again, first);
+    // Another caller's key, or no key, starts another session.
+    let mut other = start.clone();
+    other.idempotency_key = Some("harness-run-other".to_owned().try_into().unwrap());
+    let second = active(engine.start(other, None).await.unwrap());
+    assert_ne!(second.session_id, first.session_id);
+
+    let prepared = prepare(&first, &start);
+    let plan = ready(engine.prepare(prepared.clone(), None).await.unwrap());
+    let plan_again = ready(engine.prepare(prepared.clone(), None).await.unwrap());
+    assert_eq!(plan_again, plan);
+
+    let submitted = submit(&first, &plan, Verdict::Pass);
+    let next = step_active(engine.submit(submitted.clone(), None).await.unwrap());
+    let next_again = step_active(engine.submit(submitted.clone(), None).await.unwrap());
+    assert_eq!(next_again, next);
+    assert_eq!(
+        step_active(
+            engine
+                .active_step(
+                    rimthan_engine::ActiveStepRequest {
+                        checkpoint: next.checkpoint.clone()
+                    },
+                    None
+                )
+                .await
+                .unwrap()
+        ),
+        next
+    );
+
+    // The same key with other arguments is refused, naming the session.
+    let mut changed = start.clone();
+    changed.repository_policy.forbidden_paths = vec!["secrets/**".into()];
+    let refused = engine.start(changed, None).await.unwrap();
+    assert_eq!(codes(&refused), ["idempotency_key_reused"]);
+
+    // Once another request moved the session on, the old requests are no retries any more.
+    ready(engine.prepare(prepare(&next, &start), None).await.unwrap());
+    let late = engine.submit(submitted, None).await.unwrap();
+    assert_eq!(codes(&late), ["stale_checkpoint"]);
+    let late_start = engine.start(start, None).await.unwrap();
+    assert_eq!(codes(&late_start), ["idempotency_key_reused"]);
+
+    let session = first.session_id.parse().unwrap();
+    let log = store.audit_log(&session).await.unwrap();
+    let outcomes: Vec<_> = log
+        .iter()
+        .map(|e| format!("{}:{}", e.tool, e.outcome))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            "start_workflow:active",
+            "start_workflow:replayed",
+            "prepare_step_validation:ready",
+            "prepare_step_validation:replayed",
+            "submit_step_reports:active",
+            "submit_step_reports:replayed",
+            "get_active_step:active",
+            "start_workflow:rejected",
+            "prepare_step_validation:ready",
+            "submit_step_reports:rejected",
+            "start_workflow:rejected",
+        ]
+    );
 }
 
 /// A second engine over the same store (a replica, or a restart) continues the session and
@@ -181,6 +259,14 @@ macro_rules! backend {
                     return;
                 };
                 super::racing_submissions_advance_exactly_once(store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn identical_retries_get_the_lost_answer() {
+                let Some((store, _guard)) = ($store) else {
+                    return;
+                };
+                super::identical_retries_get_the_lost_answer(store).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

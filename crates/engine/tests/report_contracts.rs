@@ -54,6 +54,7 @@ fn checklist_start() -> StartRequest {
             validator_capabilities: vec![ValidatorCapability::WorkspaceRead],
         },
         repository_policy: RepositoryPolicy::default(),
+        idempotency_key: None,
     }
 }
 

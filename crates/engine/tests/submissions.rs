@@ -138,12 +138,12 @@ async fn a_newer_plan_supersedes_an_older_one() {
             .await
             .unwrap(),
     );
-    let new = ready(
-        engine
-            .prepare(prepare(&payload, &start), None)
-            .await
-            .unwrap(),
-    );
+    // The same files attested in another order: a new request, so a new plan.
+    let mut reordered = prepare(&payload, &start);
+    let artifacts = &mut reordered.output_attestation.as_mut().unwrap().artifacts;
+    assert!(artifacts.len() > 1);
+    artifacts.reverse();
+    let new = ready(engine.prepare(reordered, None).await.unwrap());
     assert_ne!(old.validation_id, new.validation_id);
     let stale = engine
         .submit(submit(&payload, &old, Verdict::Pass), None)

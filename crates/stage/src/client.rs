@@ -1,21 +1,150 @@
 //! The MCP side of the harness: connecting (over HTTP or to a server started in-process),
 //! checking the server's identity, calling tools and reading resources.
+//!
+//! Over HTTP every call is retried on a transport error the way a well-behaved harness
+//! should (`docs/engine.md` §3.1): the identical request again, after a growing pause, on a
+//! fresh connection when the old one is gone. The server answers a repeated change with the
+//! answer that was lost, so a retry never makes a second change.
 
-use std::sync::Arc;
+use std::{future::Future, sync::Arc, time::Duration};
 
 use rmcp::{
-    RoleClient, ServiceExt,
-    model::{CallToolRequestParams, ProtocolVersion, ReadResourceRequestParams, ResourceContents},
-    service::{ClientLifecycleMode, ClientServiceExt, RunningService},
+    RoleClient, ServiceError, ServiceExt,
+    model::{
+        CallToolRequestParams, CallToolResult, ProtocolVersion, ReadResourceRequestParams,
+        ReadResourceResult, Resource, ResourceContents, Tool,
+    },
+    service::{ClientLifecycleMode, ClientServiceExt, Peer, RunningService},
     transport::StreamableHttpClientTransport,
 };
 use serde_json::Value;
+use tokio::sync::Mutex;
 
 use crate::{Protocol, StageError, Target};
 
-pub(crate) type Client = RunningService<RoleClient, ()>;
+type Running = RunningService<RoleClient, ()>;
 
+/// Attempts per call over HTTP, the first included.
+const ATTEMPTS: u32 = 8;
+/// The pause before the first retry; it doubles up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+const MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// A connection to the server that reconnects and retries over HTTP.
+pub(crate) struct Client {
+    target: Target,
+    running: Mutex<Running>,
+}
+
+impl Client {
+    async fn peer(&self) -> Peer<RoleClient> {
+        self.running.lock().await.peer().clone()
+    }
+
+    /// Runs `op` until it gets an answer from the server: a transport error is retried
+    /// (reconnecting first when the connection is gone), anything the server said is not.
+    async fn retrying<T, F, Fut>(&self, op: F) -> Result<T, ServiceError>
+    where
+        F: Fn(Peer<RoleClient>) -> Fut,
+        Fut: Future<Output = Result<T, ServiceError>>,
+    {
+        let retries = matches!(self.target, Target::Url { .. });
+        let mut pause = FIRST_PAUSE;
+        let mut attempt = 1;
+        loop {
+            let error = match op(self.peer().await).await {
+                Err(e) if retries && attempt < ATTEMPTS && is_transport(&e) => e,
+                done => return done,
+            };
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(MAX_PAUSE);
+            attempt += 1;
+            if matches!(error, ServiceError::TransportClosed)
+                && let Ok(fresh) = connect_once(&self.target).await
+            {
+                let old = std::mem::replace(&mut *self.running.lock().await, fresh);
+                let _ = old.cancel().await;
+            }
+        }
+    }
+
+    async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+    ) -> Result<CallToolResult, ServiceError> {
+        self.retrying(|peer| {
+            let params = params.clone();
+            async move { peer.call_tool(params).await }
+        })
+        .await
+    }
+
+    async fn read(&self, uri: &str) -> Result<ReadResourceResult, ServiceError> {
+        self.retrying(|peer| async move {
+            peer.read_resource(ReadResourceRequestParams::new(uri.to_owned()))
+                .await
+        })
+        .await
+    }
+
+    pub(crate) async fn list_all_resources(&self) -> Result<Vec<Resource>, ServiceError> {
+        self.retrying(|peer| async move { peer.list_all_resources().await })
+            .await
+    }
+
+    async fn list_all_tools(&self) -> Result<Vec<Tool>, ServiceError> {
+        self.retrying(|peer| async move { peer.list_all_tools().await })
+            .await
+    }
+
+    async fn server_name(&self) -> Option<String> {
+        let running = self.running.lock().await;
+        running
+            .peer_info()
+            .and_then(|i| i.server_info.as_ref().map(|s| s.name.clone()))
+    }
+
+    /// Ends the connection.
+    pub(crate) async fn close(self) {
+        let _ = self.running.into_inner().cancel().await;
+    }
+}
+
+/// Whether the request may not have reached the server, or its answer was lost on the way.
+fn is_transport(e: &ServiceError) -> bool {
+    matches!(
+        e,
+        ServiceError::TransportSend(_)
+            | ServiceError::TransportClosed
+            | ServiceError::Timeout { .. }
+            | ServiceError::UnexpectedResponse
+    )
+}
+
+/// Connects to `target`, retrying a refused or cut handshake over HTTP like any call.
 pub(crate) async fn connect(target: &Target) -> Result<Client, StageError> {
+    let mut pause = FIRST_PAUSE;
+    let mut attempt = 1;
+    let running = loop {
+        match connect_once(target).await {
+            Ok(running) => break running,
+            Err(StageError::Connect(_))
+                if matches!(target, Target::Url { .. }) && attempt < ATTEMPTS =>
+            {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_PAUSE);
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    Ok(Client {
+        target: target.clone(),
+        running: Mutex::new(running),
+    })
+}
+
+async fn connect_once(target: &Target) -> Result<Running, StageError> {
     let err = |e: &dyn std::fmt::Display| StageError::Connect(e.to_string());
     match target {
         Target::Url { url, protocol } => {
@@ -74,9 +203,7 @@ pub(crate) async fn connect(target: &Target) -> Result<Client, StageError> {
 
 /// The server must call itself a rimthan workflow engine and offer exactly the four tools.
 pub(crate) async fn verify_identity(client: &Client) -> Result<(), StageError> {
-    let info = client
-        .peer_info()
-        .and_then(|i| i.server_info.as_ref().map(|s| s.name.clone()));
+    let info = client.server_name().await;
     if info.as_deref() != Some(rimthan_mcp::SERVER_NAME) {
         return Err(StageError::Identity(format!("serverInfo name is {info:?}")));
     }
@@ -149,13 +276,10 @@ pub(crate) fn str_field<'v>(
 }
 
 pub(crate) async fn read_resource(client: &Client, uri: &str) -> Result<Vec<u8>, StageError> {
-    let result = client
-        .read_resource(ReadResourceRequestParams::new(uri.to_owned()))
-        .await
-        .map_err(|e| StageError::Protocol {
-            tool: "resources/read".into(),
-            detail: format!("{uri}: {e}"),
-        })?;
+    let result = client.read(uri).await.map_err(|e| StageError::Protocol {
+        tool: "resources/read".into(),
+        detail: format!("{uri}: {e}"),
+    })?;
     match result.contents.into_iter().next() {
         Some(ResourceContents::TextResourceContents { text, .. }) => Ok(text.into_bytes()),
         _ => Err(StageError::Protocol {

@@ -37,7 +37,9 @@ async fn start(client: &Client, config: &StageConfig) -> Result<(Value, Value), 
             host["adapter"] = adapter;
         }
     }
-    let mut arguments = json!({"workflow_id": chosen.id, "host": host});
+    // A fresh key per start, so retrying the start after a lost answer finds its session.
+    let key = rimthan_engine::SessionId::generate().to_string();
+    let mut arguments = json!({"workflow_id": chosen.id, "host": host, "idempotency_key": key});
     if let Some(version) = &chosen.version {
         arguments["workflow_version"] = json!(version.to_string());
     }

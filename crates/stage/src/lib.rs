@@ -244,6 +244,6 @@ pub async fn run(
     let project = Project::open(&config.project)?;
     let client = connect(&config.target).await?;
     let result = drive::drive(&client, &project, config, on_step).await;
-    let _ = client.cancel().await;
+    client.close().await;
     result
 }

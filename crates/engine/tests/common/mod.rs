@@ -114,6 +114,7 @@ pub fn start_request(harness: &str) -> StartRequest {
             ],
         },
         repository_policy: RepositoryPolicy::default(),
+        idempotency_key: None,
     }
 }
 

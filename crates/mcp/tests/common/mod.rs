@@ -347,10 +347,16 @@ async fn complete_step(
 /// Sends raw HTTP/1.1 and returns the status code (for header checks no client would make).
 pub async fn raw_status(addr: SocketAddr, request: &str) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream.write_all(request.as_bytes()).await.unwrap();
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    // The server may answer (413, say) and close before the whole request is written.
+    let request = request.to_owned();
+    tokio::spawn(async move {
+        let _ = writer.write_all(request.as_bytes()).await;
+        let _ = writer.forget();
+    });
     let mut buf = vec![0u8; 64];
-    let n = stream.read(&mut buf).await.unwrap();
+    let n = reader.read(&mut buf).await.unwrap();
     let head = String::from_utf8_lossy(&buf[..n]);
     head.split(' ').nth(1).unwrap().parse().unwrap()
 }
