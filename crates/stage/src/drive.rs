@@ -89,7 +89,7 @@ pub(crate) async fn drive(
     client: &Client,
     project: &Project,
     config: &StageConfig,
-    on_step: &mut dyn FnMut(&StepRecord, usize, usize),
+    on_step: &mut (dyn FnMut(&StepRecord, usize, usize) + Send),
 ) -> Result<Summary, StageError> {
     client::verify_identity(client).await?;
     let (mut payload, bound) = if config.resume {

@@ -239,7 +239,7 @@ pub fn host_capabilities(harness: Harness) -> Vec<HostCapability> {
 /// Runs the workflow, calling `on_step` after every step with its position and the step count.
 pub async fn run(
     config: &StageConfig,
-    on_step: &mut dyn FnMut(&StepRecord, usize, usize),
+    on_step: &mut (dyn FnMut(&StepRecord, usize, usize) + Send),
 ) -> Result<Summary, StageError> {
     let project = Project::open(&config.project)?;
     let client = connect(&config.target).await?;
