@@ -4,42 +4,48 @@
 #![cfg(unix)]
 
 use std::{
-    io::{Read, Write},
-    net::{TcpListener, TcpStream},
+    io::{BufRead, BufReader, Read, Write},
+    net::TcpStream,
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
 const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
 
-/// `rimthan serve` on a free port with a memory store, its descriptor limit set to `nofile`.
+/// `rimthan serve` on a port it picks itself (read back from its log, so no other test can
+/// take the port in between) with a memory store, its descriptor limit set to `nofile`.
 fn serve(nofile: u32, extra: &[&str]) -> (Child, u16) {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("sh")
+    let mut child = Command::new("sh")
         .arg("-c")
         .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
         .arg(BIN)
         .args([
             "serve",
             "--listen",
-            &format!("127.0.0.1:{port}"),
+            "127.0.0.1:0",
             "--database-url",
             "sqlite::memory:",
         ])
         .args(extra)
+        .env("RUST_LOG", "info")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "server did not start");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (found, port) = std::sync::mpsc::channel();
+    // Keeps draining the log so the server never blocks on a full pipe.
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                let _ = found.send(digits.parse::<u16>().unwrap());
+            }
+        }
+    });
+    let port = port
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the server logged its address");
     (child, port)
 }
 

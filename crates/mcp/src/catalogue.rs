@@ -174,7 +174,10 @@ pub(crate) fn list(
                 .ok()
                 .and_then(|b| String::from_utf8(b).ok())
                 .ok_or_else(|| {
-                    rmcp::ErrorData::invalid_params("invalid cursor", Some(json!({"cursor": c})))
+                    rmcp::ErrorData::invalid_params(
+                        "invalid cursor: pass the nextCursor of the previous page, or none",
+                        None,
+                    )
                 })?,
         ),
     };
@@ -270,6 +273,10 @@ fn contents(uri: &str, mime: &str, bytes: &[u8], meta_value: Value) -> ResourceC
     contents.with_mime_type(mime).with_meta(meta(meta_value))
 }
 
+/// The longest resource URI read: every URI this server serves is far shorter, and a longer one
+/// is refused before any lookup, without being echoed.
+pub const MAX_URI_BYTES: usize = 2048;
+
 fn not_found(uri: &str) -> rmcp::ErrorData {
     rmcp::ErrorData::resource_not_found(
         format!("resource {uri} is not served here"),
@@ -285,6 +292,15 @@ pub(crate) fn read(
     profile: Profile,
     requested: &str,
 ) -> Result<ReadResourceResult, rmcp::ErrorData> {
+    if requested.len() > MAX_URI_BYTES {
+        return Err(rmcp::ErrorData::invalid_params(
+            format!(
+                "a resource URI of {} bytes; no URI served here is longer than {MAX_URI_BYTES}",
+                requested.len()
+            ),
+            None,
+        ));
+    }
     let private =
         |r: ReadResourceResult, ttl| r.with_ttl_ms(ttl).with_cache_scope(CacheScope::Private);
     if profile == Profile::Legacy {

@@ -20,6 +20,7 @@ use tracing::Instrument as _;
 use crate::{
     auth::{self, Auth},
     conn::{self, ConnectionLimits},
+    framing,
     replay::{self, ReadReplay},
     server::RimthanServer,
     sessions::BoundedSessionManager,
@@ -189,7 +190,8 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
     let replay = ReadReplay::new(server.engine().releases().clone());
     let mut mcp_routes = Router::new()
         .route_service(MCP_PATH, mcp)
-        .layer(middleware::from_fn_with_state(replay, replay::replay));
+        .layer(middleware::from_fn_with_state(replay, replay::replay))
+        .layer(middleware::from_fn(framing::framing));
     let mut app = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

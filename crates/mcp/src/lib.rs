@@ -13,6 +13,7 @@ pub mod auth;
 pub mod bootstrap;
 mod catalogue;
 pub mod conn;
+mod framing;
 pub mod http;
 mod metrics;
 mod profile;
@@ -23,7 +24,7 @@ mod server;
 mod sessions;
 mod tools;
 
-pub use catalogue::{META_CACHE_SCOPE, PAGE_SIZE, TTL_IMMUTABLE_MS, TTL_MOVING_MS};
+pub use catalogue::{MAX_URI_BYTES, META_CACHE_SCOPE, PAGE_SIZE, TTL_IMMUTABLE_MS, TTL_MOVING_MS};
 pub use metrics::{Gauges, Metrics};
 pub use profile::Profile;
 pub use prompts::{LEGACY_PROMPT, START_PROMPT};

@@ -21,6 +21,7 @@ struct Inner {
     latency: BTreeMap<String, Histogram>,
     store_errors: u64,
     registry_reload_failures: u64,
+    registry_releases_rewritten: u64,
 }
 
 /// Process-wide counters, rendered on `/metrics`.
@@ -72,9 +73,14 @@ impl Metrics {
         self.lock().store_errors += 1;
     }
 
-    /// Counts a registry reload that was refused (the previous registry stays in use).
-    pub fn registry_reload_failure(&self) {
-        self.lock().registry_reload_failures += 1;
+    /// Counts a registry reload that was refused (the previous registry stays in use), and
+    /// separately when the reason was a release rewritten in place.
+    pub fn registry_reload_failure(&self, rewritten: bool) {
+        let mut inner = self.lock();
+        inner.registry_reload_failures += 1;
+        if rewritten {
+            inner.registry_releases_rewritten += 1;
+        }
     }
 
     /// The Prometheus text exposition.
@@ -147,6 +153,19 @@ impl Metrics {
             out,
             "rimthan_registry_reload_failures_total {}",
             inner.registry_reload_failures
+        );
+        let _ = writeln!(
+            out,
+            "# HELP rimthan_registry_release_rewrites_total Reloads refused because a release in use came back with another manifest."
+        );
+        let _ = writeln!(
+            out,
+            "# TYPE rimthan_registry_release_rewrites_total counter"
+        );
+        let _ = writeln!(
+            out,
+            "rimthan_registry_release_rewrites_total {}",
+            inner.registry_releases_rewritten
         );
         out
     }

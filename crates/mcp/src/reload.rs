@@ -1,6 +1,9 @@
 //! Live channels: re-read the registry folder on SIGHUP and whenever it changed (checked on an
-//! interval), and switch the active release without a restart. A registry that does not verify, or that lost a release a
-//! session may be pinned to, is refused; the server keeps serving the previous one.
+//! interval), and switch the active release without a restart. A registry that does not
+//! verify, that lost a release a session may be pinned to, or that holds a release id with
+//! another manifest than the one in use (a release rewritten in place) is refused; the server
+//! keeps serving the verified copy it has. Reading and verifying run on a blocking thread, never
+//! on the async workers that answer requests.
 
 use std::{path::PathBuf, time::Duration};
 
@@ -22,6 +25,19 @@ pub enum ReloadError {
     /// A release disappeared; sessions pinned to it would break.
     #[error("release {0} disappeared from the registry; releases are never removed")]
     ReleaseRemoved(String),
+    /// A release id came back with another manifest; sessions pinned to it would see content
+    /// change under them.
+    #[error(
+        "release {release} was rewritten in place (manifest sha256 {found}, in use {held}); releases are immutable: publish the change under a new release id"
+    )]
+    ReleaseRewritten {
+        /// The release.
+        release: String,
+        /// The manifest digest in use.
+        held: String,
+        /// The digest in the folder now.
+        found: String,
+    },
 }
 
 /// Watches one registry folder for a server.
@@ -79,13 +95,17 @@ impl Reloader {
         if registry.channel(channel).is_none() {
             return Err(ReloadError::NoActiveRelease(channel.to_string()));
         }
-        if let Some(gone) = releases
-            .snapshot()
-            .releases()
-            .keys()
-            .find(|id| registry.release(id).is_none())
-        {
-            return Err(ReloadError::ReleaseRemoved(gone.to_string()));
+        for (id, held) in releases.snapshot().releases() {
+            let Some(found) = registry.release(id) else {
+                return Err(ReloadError::ReleaseRemoved(id.to_string()));
+            };
+            if found.manifest_sha256() != held.manifest_sha256() {
+                return Err(ReloadError::ReleaseRewritten {
+                    release: id.to_string(),
+                    held: held.manifest_sha256().to_string(),
+                    found: found.manifest_sha256().to_string(),
+                });
+            }
         }
         Ok(registry)
     }
@@ -110,7 +130,8 @@ impl Reloader {
                 Ok(true)
             }
             Err(e) => {
-                self.server.metrics().registry_reload_failure();
+                let rewritten = matches!(e, ReloadError::ReleaseRewritten { .. });
+                self.server.metrics().registry_reload_failure(rewritten);
                 tracing::error!(error = %e, "registry reload refused; still serving the previous registry");
                 Err(e)
             }
@@ -135,7 +156,19 @@ impl Reloader {
                 ticker.tick().await;
                 false
             };
-            let _ = self.reload(force);
+            let (reloader, _) = match tokio::task::spawn_blocking(move || {
+                let result = self.reload(force);
+                (self, result)
+            })
+            .await
+            {
+                Ok(done) => done,
+                Err(e) => {
+                    tracing::error!(error = %e, "registry reload task failed; reloading stops");
+                    return;
+                }
+            };
+            self = reloader;
         }
     }
 }

@@ -113,18 +113,38 @@ impl ReadReplay {
     }
 }
 
-/// The key of a single `resources/read` request (its body without the id, then its headers,
-/// sorted) and its serialized id; `None` for anything else.
-fn read_key(headers: &HeaderMap, body: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
-    let Value::Object(mut message) = serde_json::from_slice(body).ok()? else {
-        return None;
+/// What a POST body is to the replay.
+#[derive(Debug, PartialEq)]
+enum Read {
+    /// A single `resources/read` request: its key (the body without the id, then the
+    /// headers, sorted) and its serialized id.
+    Keyed(Vec<u8>, Vec<u8>),
+    /// A `resources/read` request whose `params.uri` is not a string (rmcp would call the
+    /// method unknown); its serialized id.
+    NoUri(Vec<u8>),
+    /// Anything else.
+    Other,
+}
+
+fn read_key(headers: &HeaderMap, body: &[u8]) -> Read {
+    let Ok(Value::Object(mut message)) = serde_json::from_slice(body) else {
+        return Read::Other;
     };
-    if message.get("method")?.as_str()? != "resources/read" {
-        return None;
+    if message.get("method").and_then(Value::as_str) != Some("resources/read") {
+        return Read::Other;
     }
-    let id = message.remove("id")?;
+    let Some(id) = message.remove("id") else {
+        return Read::Other;
+    };
     if !(id.is_string() || id.is_number()) {
-        return None;
+        return Read::Other;
+    }
+    let Ok(id_bytes) = serde_json::to_vec(&id) else {
+        return Read::Other;
+    };
+    let uri = message.get("params").and_then(|p| p.get("uri"));
+    if !uri.is_some_and(Value::is_string) {
+        return Read::NoUri(id_bytes);
     }
     let mut fields: Vec<(&str, &[u8])> = headers
         .iter()
@@ -133,14 +153,27 @@ fn read_key(headers: &HeaderMap, body: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
         .collect();
     fields.sort_unstable();
     // Compact JSON and header values hold no raw newline, so the key is unambiguous.
-    let mut key = serde_json::to_vec(&message).ok()?;
+    let Ok(mut key) = serde_json::to_vec(&message) else {
+        return Read::Other;
+    };
     for (name, value) in fields {
         key.push(b'\n');
         key.extend_from_slice(name.as_bytes());
         key.push(b':');
         key.extend_from_slice(value);
     }
-    Some((key, serde_json::to_vec(&id).ok()?))
+    Read::Keyed(key, id_bytes)
+}
+
+/// JSON-RPC's invalid params, for a read without a URI.
+fn no_uri(id: &[u8]) -> Response {
+    let mut body = Vec::with_capacity(id.len() + 128);
+    body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    body.extend_from_slice(id);
+    body.extend_from_slice(
+        br#","error":{"code":-32602,"message":"resources/read needs params.uri, a string"}}"#,
+    );
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 /// The serialized result of a JSON-RPC success answering `id`; `None` for anything else.
@@ -177,10 +210,14 @@ pub(crate) async fn replay(
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return (StatusCode::BAD_REQUEST, "unreadable request body\n").into_response();
     };
-    let Some((key, id)) = read_key(&parts.headers, &bytes) else {
-        return next
-            .run(Request::from_parts(parts, Body::from(bytes)))
-            .await;
+    let (key, id) = match read_key(&parts.headers, &bytes) {
+        Read::Keyed(key, id) => (key, id),
+        Read::NoUri(id) => return no_uri(&id),
+        Read::Other => {
+            return next
+                .run(Request::from_parts(parts, Body::from(bytes)))
+                .await;
+        }
     };
     let registry = replay.releases.snapshot();
     if let Some(kept) = replay.lookup(&registry, &key) {
@@ -223,6 +260,13 @@ mod tests {
         map
     }
 
+    fn keyed(read: Read) -> (Vec<u8>, Vec<u8>) {
+        match read {
+            Read::Keyed(key, id) => (key, id),
+            other => panic!("not keyed: {other:?}"),
+        }
+    }
+
     const READ: &str =
         r#"{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{"uri":"rimthan://x"}}"#;
 
@@ -237,7 +281,7 @@ mod tests {
             &headers(&[("accept", "*/*"), ("x-request-id", "r1")]),
             other_id.as_bytes(),
         );
-        let (a, b) = (a.unwrap(), b.unwrap());
+        let (a, b) = (keyed(a), keyed(b));
         assert_eq!(a.0, b.0);
         assert_eq!(
             (a.1.as_slice(), b.1.as_slice()),
@@ -247,16 +291,12 @@ mod tests {
 
     #[test]
     fn any_other_header_or_parameter_makes_another_key() {
-        let base = read_key(&headers(&[("accept", "*/*")]), READ.as_bytes())
-            .unwrap()
-            .0;
+        let base = keyed(read_key(&headers(&[("accept", "*/*")]), READ.as_bytes())).0;
         let version = headers(&[("accept", "*/*"), ("mcp-protocol-version", "2099-01-01")]);
-        assert_ne!(read_key(&version, READ.as_bytes()).unwrap().0, base);
+        assert_ne!(keyed(read_key(&version, READ.as_bytes())).0, base);
         let uri = READ.replace("rimthan://x", "rimthan://y");
         assert_ne!(
-            read_key(&headers(&[("accept", "*/*")]), uri.as_bytes())
-                .unwrap()
-                .0,
+            keyed(read_key(&headers(&[("accept", "*/*")]), uri.as_bytes())).0,
             base
         );
     }
@@ -264,11 +304,28 @@ mod tests {
     #[test]
     fn only_single_reads_with_an_id_are_keyed() {
         let h = HeaderMap::new();
-        assert!(read_key(&h, READ.replace("resources/read", "tools/call").as_bytes()).is_none());
-        assert!(read_key(&h, format!("[{READ}]").as_bytes()).is_none());
-        assert!(read_key(&h, READ.replace("\"id\":7,", "").as_bytes()).is_none());
-        assert!(read_key(&h, READ.replace("7", "null").as_bytes()).is_none());
-        assert!(read_key(&h, b"{not json").is_none());
+        let other = |body: &str| read_key(&h, body.as_bytes()) == Read::Other;
+        assert!(other(&READ.replace("resources/read", "tools/call")));
+        assert!(other(&format!("[{READ}]")));
+        assert!(other(&READ.replace("\"id\":7,", "")));
+        assert!(other(&READ.replace("7", "null")));
+        assert!(other("{not json"));
+    }
+
+    #[test]
+    fn a_read_without_a_string_uri_is_told_so() {
+        let h = HeaderMap::new();
+        for body in [
+            READ.replace(r#","params":{"uri":"rimthan://x"}"#, ""),
+            READ.replace(r#""uri":"rimthan://x""#, r#""uri":7"#),
+            READ.replace(r#""uri""#, r#""url""#),
+        ] {
+            assert_eq!(
+                read_key(&h, body.as_bytes()),
+                Read::NoUri(b"7".to_vec()),
+                "{body}"
+            );
+        }
     }
 
     #[test]

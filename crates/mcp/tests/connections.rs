@@ -172,8 +172,8 @@ async fn at_the_connection_cap_new_clients_wait_until_one_is_reaped() {
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = Instant::now();
-    let health = format!("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    let status = tokio::time::timeout(Duration::from_secs(5), raw_status(http.addr, &health))
+    let health = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    let status = tokio::time::timeout(Duration::from_secs(5), raw_status(http.addr, health))
         .await
         .expect("answered once the idle sockets were reaped");
     assert_eq!(status, 200);

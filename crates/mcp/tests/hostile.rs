@@ -34,8 +34,6 @@ const PING: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
 async fn malformed_requests_get_4xx_answers() {
     let http = http_server(server(Profile::WorkflowEngine).await).await;
     let cases = [
-        // rmcp answers an unparseable body with 415 ("fail to deserialize request body").
-        ("malformed JSON", post("{not json", JSON), 415),
         (
             "wrong content type",
             post(
@@ -67,6 +65,72 @@ async fn malformed_requests_get_4xx_answers() {
     let client = modern_http_client(&http.url).await;
     assert_eq!(client.list_all_tools().await.unwrap().len(), 4);
     client.cancel().await.unwrap();
+}
+
+fn post_bytes(body: &[u8], extra: &str) -> Vec<u8> {
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(body);
+    request
+}
+
+#[tokio::test]
+async fn bodies_that_are_no_json_rpc_message_get_json_rpc_errors() {
+    let http = http_server(server(Profile::WorkflowEngine).await).await;
+    let cases: [(&str, Vec<u8>, i64); 4] = [
+        ("malformed JSON", b"{not json".to_vec(), -32700),
+        (
+            "invalid UTF-8",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}".to_vec(),
+            -32700,
+        ),
+        ("a batch", format!("[{PING},{PING}]").into_bytes(), -32600),
+        ("no message", br#"{"hello":"world"}"#.to_vec(), -32600),
+    ];
+    for (what, body, code) in cases {
+        let (status, answer) = raw_exchange(http.addr, &post_bytes(&body, JSON)).await;
+        assert_eq!(status, 400, "{what}");
+        let answer: Value = serde_json::from_slice(&answer).unwrap();
+        assert_eq!(answer["jsonrpc"], "2.0", "{what}");
+        assert_eq!(answer["id"], Value::Null, "{what}");
+        assert_eq!(answer["error"]["code"], code, "{what}: {answer}");
+    }
+}
+
+#[tokio::test]
+async fn a_read_without_a_uri_is_invalid_params_on_both_revisions() {
+    let http = http_server(server(Profile::WorkflowEngine).await).await;
+    for version in ["2025-11-25", "2026-07-28"] {
+        let request = read_request(version, "rimthan://x", json!(9))
+            .replace(r#""uri":"rimthan://x""#, r#""url":"rimthan://x""#);
+        let (status, answer) = raw_exchange(http.addr, request.as_bytes()).await;
+        let answer: Value = serde_json::from_slice(&answer).unwrap();
+        assert_eq!(status, 200, "{version}: {answer}");
+        assert_eq!(answer["id"], 9);
+        assert_eq!(answer["error"]["code"], -32602, "{version}: {answer}");
+    }
+}
+
+#[tokio::test]
+async fn a_megabyte_uri_is_refused_without_being_echoed() {
+    let http = http_server(server(Profile::WorkflowEngine).await).await;
+    let uri = format!("rimthan://registry/{}", "u".repeat(1 << 20));
+    let (status, answer) = raw_read(http.addr, "2025-11-25", &uri, json!(1)).await;
+    assert_eq!(status, 200);
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let reply = answer.to_string();
+    assert!(reply.len() < 1024, "a reply of {} bytes", reply.len());
+    assert!(!reply.contains(&"u".repeat(64)));
+    // A long URI within the bound that names nothing is echoed once, bounded by the bound.
+    let missing = format!("rimthan://registry/{}", "m".repeat(1000));
+    let (_, answer) = raw_read(http.addr, "2025-11-25", &missing, json!(2)).await;
+    assert!(
+        answer.to_string().len() < 3 * rimthan_mcp::MAX_URI_BYTES,
+        "{answer}"
+    );
 }
 
 #[tokio::test]

@@ -100,20 +100,25 @@ async fn three_replicas_on_one_postgres_database_serve_any_call() {
         call(all[1], rimthan_mcp::SUBMIT, submit.clone()),
         call(all[2], rimthan_mcp::SUBMIT, submit.clone())
     );
-    let statuses: Vec<_> = [r0, r1, r2]
-        .iter()
-        .map(|r| structured(r)["status"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(
-        statuses.iter().filter(|s| *s == "active").count(),
-        1,
-        "{statuses:?}"
+    // Identical requests are one change: every replica answers with the one new checkpoint.
+    let answers: Vec<_> = [r0, r1, r2].iter().map(structured).collect();
+    assert!(
+        answers.iter().all(|a| a["status"] == "active"),
+        "{answers:?}"
     );
-    assert_eq!(
-        statuses.iter().filter(|s| *s == "rejected").count(),
-        2,
-        "{statuses:?}"
+    assert!(
+        answers
+            .iter()
+            .all(|a| a["checkpoint"] == answers[0]["checkpoint"])
     );
+    assert_ne!(answers[0]["checkpoint"], payload["checkpoint"]);
+    // A different request on the old checkpoint is stale everywhere.
+    let mut other = submit.clone();
+    other["validation_id"] = json!("another-plan");
+    for client in &all {
+        let stale = structured(&call(client, rimthan_mcp::SUBMIT, other.clone()).await);
+        assert_eq!(stale["failures"][0]["code"], "stale_checkpoint", "{stale}");
+    }
 
     // One replica dies mid-session; the others continue from the last acknowledged checkpoint.
     let session =
@@ -152,6 +157,12 @@ fn build_registry(dir: &std::path::Path, key: &SigningKey, releases: &[&str], st
 /// A server over a fresh registry folder of releases 2027.01.0 and 2027.02.0, `stable` on the
 /// first; the folder lives as long as the returned guard.
 async fn two_release_server() -> (tempfile::TempDir, RimthanServer, HttpServer) {
+    let (dir, _, server, http) = two_release_server_and_key().await;
+    (dir, server, http)
+}
+
+async fn two_release_server_and_key() -> (tempfile::TempDir, SigningKey, RimthanServer, HttpServer)
+{
     let dir = tempfile::tempdir().unwrap();
     let key = SigningKey::generate().unwrap();
     build_registry(dir.path(), &key, &["2027.01.0", "2027.02.0"], "2027.01.0");
@@ -162,7 +173,94 @@ async fn two_release_server() -> (tempfile::TempDir, RimthanServer, HttpServer) 
     .unwrap();
     let server = server_on(registry, Profile::WorkflowEngine).await;
     let http = http_server(server.clone()).await;
-    (dir, server, http)
+    (dir, key, server, http)
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// The first Markdown file under `dir`, depth first in name order.
+fn first_markdown(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    entries.into_iter().find_map(|path| {
+        if path.is_dir() {
+            first_markdown(&path)
+        } else {
+            (path.extension().is_some_and(|e| e == "md")).then_some(path)
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_release_rewritten_in_place_is_refused_and_the_verified_copy_kept() {
+    let (dir, key, server, http) = two_release_server_and_key().await;
+    let client = modern_http_client(&http.url).await;
+    let pinned = structured(&call(&client, rimthan_mcp::START, start_arguments("codex")).await);
+    assert_eq!(pinned["release"], "2027.01.0");
+
+    // The same release id, rebuilt from edited source and signed with the registry's key.
+    let source = tempfile::tempdir().unwrap();
+    copy_dir(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../registry/source"),
+        source.path(),
+    );
+    let edited = first_markdown(&source.path().join("workflows")).unwrap();
+    let mut text = std::fs::read_to_string(&edited).unwrap();
+    text.push_str("\nA sentence added after release.\n");
+    std::fs::write(&edited, text).unwrap();
+    let rebuilt = tempfile::tempdir().unwrap();
+    publish(
+        rebuilt.path(),
+        &build_release(source.path(), &"2027.01.0".parse().unwrap(), &key).unwrap(),
+    )
+    .unwrap();
+    let release_dir = dir.path().join("releases/2027.01.0");
+    std::fs::remove_dir_all(&release_dir).unwrap();
+    copy_dir(&rebuilt.path().join("releases/2027.01.0"), &release_dir);
+
+    let before = server.engine().releases().snapshot();
+    let refused = Reloader::new(dir.path().to_owned(), server.clone())
+        .reload(true)
+        .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            rimthan_mcp::reload::ReloadError::ReleaseRewritten { .. }
+        ),
+        "{refused}"
+    );
+    assert!(Arc::ptr_eq(&before, &server.engine().releases().snapshot()));
+    let metrics = server.render_metrics().await;
+    assert!(
+        metrics.contains("rimthan_registry_release_rewrites_total 1"),
+        "{metrics}"
+    );
+    // The pinned session goes on against the verified copy.
+    let active = structured(
+        &call(
+            &client,
+            rimthan_mcp::ACTIVE_STEP,
+            json!({"checkpoint": pinned["checkpoint"]}),
+        )
+        .await,
+    );
+    assert_eq!(active["status"], "active");
+    assert_eq!(active["release"], "2027.01.0");
+    client.cancel().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -353,7 +353,7 @@ pub async fn raw_status(addr: SocketAddr, request: &str) -> u16 {
     let request = request.to_owned();
     tokio::spawn(async move {
         let _ = writer.write_all(request.as_bytes()).await;
-        let _ = writer.forget();
+        writer.forget();
     });
     let mut buf = vec![0u8; 64];
     let n = reader.read(&mut buf).await.unwrap();
@@ -384,16 +384,22 @@ pub fn read_request(version: &str, uri: &str, id: Value) -> String {
 /// Sends [`read_request`] over raw HTTP (no client-side cache in between); returns the status
 /// and the JSON answer.
 pub async fn raw_read(addr: SocketAddr, version: &str, uri: &str, id: Value) -> (u16, Value) {
+    let (status, body) = raw_exchange(addr, read_request(version, uri, id).as_bytes()).await;
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// Sends raw request bytes (with `Connection: close`) and returns the status and body.
+pub async fn raw_exchange(addr: SocketAddr, request: &[u8]) -> (u16, Vec<u8>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(read_request(version, uri, id).as_bytes())
-        .await
-        .unwrap();
+    stream.write_all(request).await.unwrap();
     let mut answer = Vec::new();
     stream.read_to_end(&mut answer).await.unwrap();
-    let answer = String::from_utf8(answer).unwrap();
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    let split = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a complete head");
+    let head = String::from_utf8_lossy(&answer[..split]);
     let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    (status, answer[split + 4..].to_vec())
 }
