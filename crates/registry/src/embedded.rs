@@ -24,7 +24,7 @@ include!(concat!(env!("OUT_DIR"), "/embedded_files.rs"));
 pub const DEFAULT_RELEASE_ID: &str = "2026.12.0";
 /// SHA-256 of the embedded default release's `manifest.json`.
 pub const DEFAULT_MANIFEST_SHA256: &str =
-    "623eca80758359b7145109806af9891d0488c7f274c25207a09b62fd2a524563";
+    "0b1f17bfc4ce36f769e5c37ee876dcdbea4b310d2026fee757719e0c4257b95d";
 /// Id of the repository's development key that signs the embedded default release.
 pub const DEFAULT_KEY_ID: &str = "00220f89c0584f55";
 
