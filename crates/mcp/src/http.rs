@@ -125,6 +125,7 @@ async fn read_body(State(limits): State<BodyLimits>, request: Request, next: Nex
         .and_then(|v| v.parse::<u64>().ok());
     // A declared length over the limit is refused before a byte of the body is awaited.
     if declared.is_some_and(|n| n > limits.max_bytes as u64) {
+        tokio::spawn(drain(request.into_body(), limits));
         return too_large();
     }
     let (parts, body) = request.into_parts();
@@ -136,6 +137,25 @@ async fn read_body(State(limits): State<BodyLimits>, request: Request, next: Nex
     };
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await
+}
+
+/// Reads and discards what is left of a refused body, for at most the body timeout and four
+/// times the body limit. Many clients send their whole body before they read an answer; closing
+/// on unread bytes would reset the connection and lose the 413 on its way to them.
+async fn drain(body: axum::body::Body, limits: BodyLimits) {
+    use futures::StreamExt as _;
+    let budget = limits.max_bytes.saturating_mul(4);
+    let mut stream = body.into_data_stream();
+    let _ = tokio::time::timeout(limits.timeout, async {
+        let mut seen = 0usize;
+        while let Some(Ok(chunk)) = stream.next().await {
+            seen += chunk.len();
+            if seen > budget {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 fn too_large() -> Response {
