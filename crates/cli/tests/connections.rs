@@ -12,9 +12,19 @@ use std::{
 
 const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
 
+/// A server process, killed when the test ends however it ends.
+struct Served(Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `rimthan serve` on a port it picks itself (read back from its log, so no other test can
 /// take the port in between) with a memory store, its descriptor limit set to `nofile`.
-fn serve(nofile: u32, extra: &[&str]) -> (Child, u16) {
+fn serve(nofile: u32, extra: &[&str]) -> (Served, u16) {
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
@@ -43,6 +53,7 @@ fn serve(nofile: u32, extra: &[&str]) -> (Child, u16) {
             }
         }
     });
+    let child = Served(child);
     let port = port
         .recv_timeout(Duration::from_secs(20))
         .expect("the server logged its address");
@@ -58,7 +69,7 @@ fn healthz(port: u16, timeout: Duration) -> std::io::Result<String> {
     Ok(answer)
 }
 
-fn terminate(child: &Child) {
+fn terminate(Served(child): &Served) {
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -66,8 +77,8 @@ fn terminate(child: &Child) {
     assert!(status.success());
 }
 
-/// Waits for the process to end; how long it took, or `None` past `limit` (then it is killed).
-fn ended_within(child: &mut Child, limit: Duration) -> Option<Duration> {
+/// Waits for the process to end; how long it took, or `None` past `limit`.
+fn ended_within(Served(child): &mut Served, limit: Duration) -> Option<Duration> {
     let started = Instant::now();
     while started.elapsed() < limit {
         if child.try_wait().unwrap().is_some() {
@@ -75,8 +86,6 @@ fn ended_within(child: &mut Child, limit: Duration) -> Option<Duration> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let _ = child.kill();
-    let _ = child.wait();
     None
 }
 
