@@ -390,7 +390,7 @@ impl Engine {
         }
         let retried = retry.is_some()
             && session.last_change.as_ref() == retry
-            && checkpoint.seq + 1 == session.seq;
+            && checkpoint.seq.checked_add(1) == Some(session.seq);
         if checkpoint.seq != session.seq && !retried {
             let failure = if checkpoint.seq < session.seq {
                 Failure::new(

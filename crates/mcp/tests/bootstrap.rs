@@ -16,19 +16,6 @@ use crate::common::*;
 
 const OPERATOR_PARAGRAPH: &str = "Example Corp's engine: connect, verify, and follow each step.";
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for item in std::fs::read_dir(from).unwrap() {
-        let item = item.unwrap();
-        let target = to.join(item.file_name());
-        if item.file_type().unwrap().is_dir() {
-            copy_dir(&item.path(), &target);
-        } else {
-            std::fs::copy(item.path(), &target).unwrap();
-        }
-    }
-}
-
 /// The shipped release source with every workflow renamed `operator-<id>` and an operator's
 /// own `bootstrap.md`, so no workflow id of the shipped source appears in it.
 fn operator_source(root: &Path) -> std::path::PathBuf {

@@ -176,19 +176,6 @@ async fn two_release_server_and_key() -> (tempfile::TempDir, SigningKey, Rimthan
     (dir, key, server, http)
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 /// The first Markdown file under `dir`, depth first in name order.
 fn first_markdown(dir: &std::path::Path) -> Option<std::path::PathBuf> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
