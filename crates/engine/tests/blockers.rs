@@ -111,7 +111,6 @@ async fn every_missing_capability_is_named() {
             "missing_host_capability:native-subagents",
             "missing_host_capability:structured-reports",
             "missing_validator_capability:web.read",
-            "missing_validator_capability:git.read",
         ]
     );
 }

@@ -3,7 +3,10 @@
 //!
 //! A validator's subagent is rendered as a Codex agent TOML (read-only sandbox; Codex has no
 //! per-tool allow-list) and a Claude Code agent Markdown file whose `tools` allow-list is derived
-//! from the validator's capabilities, so neither can write.
+//! from the validator's capabilities. The allow-list never holds Bash, in any form: Claude Code
+//! 2.1 does not confine a subagent's Bash to the patterns in its `tools` line (a validator
+//! allowed `Bash(git log:*)` created a file when the session allowed Bash; `e2e/hosts` proves
+//! the Bash-free renditions are refused such writes by Claude Code itself).
 
 use std::collections::BTreeMap;
 
@@ -20,14 +23,11 @@ pub fn claude_tools(capability: ValidatorCapability) -> &'static [&'static str] 
     match capability {
         ValidatorCapability::WorkspaceRead => &["Read", "Grep", "Glob"],
         ValidatorCapability::WebRead => &["WebFetch", "WebSearch"],
-        ValidatorCapability::GitRead => &[
-            "Bash(git log:*)",
-            "Bash(git show:*)",
-            "Bash(git diff:*)",
-            "Bash(git blame:*)",
-        ],
-        // No built-in read-only tool exists for these; the host must supply one via MCP.
-        ValidatorCapability::BrowserRead | ValidatorCapability::DatabaseRead => &[],
+        // No built-in tool gives these read-only (git only through Bash, which a subagent's
+        // `tools` patterns do not confine); the host must supply one via MCP.
+        ValidatorCapability::GitRead
+        | ValidatorCapability::BrowserRead
+        | ValidatorCapability::DatabaseRead => &[],
     }
 }
 
@@ -237,7 +237,7 @@ mod tests {
         assert_eq!(fm.description, v.description);
         assert!(body.contains("Return one JSON report."));
         let tools = fm.tools.unwrap();
-        assert!(tools.contains("Read") && tools.contains("Bash(git log:*)"));
+        assert_eq!(tools, "Read, Grep, Glob", "git.read has no read-only Claude Code tool");
         check_claude_subagent(&asset_id(), md.as_bytes()).unwrap();
         let writable = md.replace("tools: ", "tools: Write, ");
         assert!(check_claude_subagent(&asset_id(), writable.as_bytes()).is_err());
@@ -245,6 +245,8 @@ mod tests {
         assert!(check_claude_subagent(&asset_id(), bash.as_bytes()).is_err());
         let rm = md.replace("tools: ", "tools: Bash(rm:*), ");
         assert!(check_claude_subagent(&asset_id(), rm.as_bytes()).is_err());
+        let git = md.replace("tools: ", "tools: Bash(git log:*), ");
+        assert!(check_claude_subagent(&asset_id(), git.as_bytes()).is_err());
         let (head, rest) = md.split_once("tools: ").unwrap();
         let empty = format!("{head}tools: ''\n{}", rest.split_once('\n').unwrap().1);
         assert!(check_claude_subagent(&asset_id(), empty.as_bytes()).is_err());
