@@ -617,6 +617,7 @@ impl Engine {
                         .filter(|c| session.host.validator_capabilities.contains(c))
                         .copied()
                         .collect(),
+                    isolation: pinned.contract.validator_isolation,
                     report_schema: pinned.schema(&doc.report_schema),
                 }
             })

@@ -2,7 +2,8 @@
 //! against; results may grow fields, never rename them.
 
 use rimthan_registry::{
-    AssetKind, DeliveryMode, HostCapability, StepKind, ValidatorCapability, WritePolicy,
+    AssetKind, DeliveryMode, HostCapability, StepKind, ValidatorCapability, ValidatorIsolation,
+    WritePolicy,
 };
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -258,6 +259,9 @@ pub struct PlanValidator {
     pub inputs: Vec<InputPayload>,
     /// Capabilities it may use: its needs within the session's binding.
     pub capabilities: Vec<ValidatorCapability>,
+    /// Whether this host itself keeps the validator read-only (`host-enforced`), or only its
+    /// instructions do (`instructed`), as the session's adapter records.
+    pub isolation: ValidatorIsolation,
     /// The schema its report must satisfy.
     pub report_schema: SchemaPayload,
 }

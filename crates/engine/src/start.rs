@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use rimthan_registry::{
     AdapterContract, AssetId, AssetKind, DeliveryMode, Harness, HostCapability,
-    ValidatorCapability, VerifiedRelease, Version, Workflow,
+    ValidatorCapability, ValidatorIsolation, VerifiedRelease, Version, Workflow,
 };
 
 use crate::{
@@ -134,13 +134,32 @@ pub(crate) fn evaluate(
     if let Some(c) = contract {
         required.extend(c.required_host_capabilities.iter().copied());
     }
-    for cap in required.difference(&declared_caps) {
-        blockers.push(
-            Failure::new(
-                Code::MissingHostCapability,
-                format!("the workflow needs host capability {cap}; declare it only if the host really has it"),
+    // Read-only validators count only where the host enforces them: under an adapter whose
+    // isolation is instructed, a declaration of it cannot be true.
+    let instructed =
+        contract.is_none_or(|c| c.validator_isolation == ValidatorIsolation::Instructed);
+    for cap in &required {
+        let unenforced = *cap == HostCapability::ReadOnlyCapabilities && instructed;
+        if declared_caps.contains(cap) && !unenforced {
+            continue;
+        }
+        let message = if unenforced && declared_caps.contains(cap) {
+            format!(
+                "the workflow needs host capability {cap}, and this host's adapter records that \
+                 validators are read-only by instruction only, which the host does not enforce"
             )
-            .with("capability", cap),
+        } else {
+            format!(
+                "the workflow needs host capability {cap}; declare it only if the host really has it"
+            )
+        };
+        blockers.push(
+            Failure::new(Code::MissingHostCapability, message)
+                .with("capability", cap)
+                .with(
+                    "validator_isolation",
+                    contract.map(|c| c.validator_isolation),
+                ),
         );
     }
     let declared_validator: BTreeSet<ValidatorCapability> =

@@ -26,7 +26,7 @@ pub(crate) struct Pinned<'r> {
     pub(crate) release: &'r VerifiedRelease,
     pub(crate) workflow: &'r Workflow,
     adapter: &'r Asset,
-    contract: &'r AdapterContract,
+    pub(crate) contract: &'r AdapterContract,
     policy: Arc<Policy>,
 }
 

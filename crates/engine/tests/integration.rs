@@ -7,5 +7,6 @@ mod blockers;
 mod common;
 mod docs;
 mod faults;
+mod isolation;
 mod report_contracts;
 mod submissions;

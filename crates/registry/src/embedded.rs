@@ -24,7 +24,7 @@ include!(concat!(env!("OUT_DIR"), "/embedded_files.rs"));
 pub const DEFAULT_RELEASE_ID: &str = "2026.12.0";
 /// SHA-256 of the embedded default release's `manifest.json`.
 pub const DEFAULT_MANIFEST_SHA256: &str =
-    "9604d11806c209d7e6dcf4453da292e78a60bd1b23bbc47ce39660a66ef5fd13";
+    "2342a1929f047e5b897979770e8a03ce9a6465820d6c8974a4da0a43516cf1a8";
 /// Id of the repository's development key that signs the embedded default release.
 pub const DEFAULT_KEY_ID: &str = "00220f89c0584f55";
 

@@ -398,6 +398,31 @@ vocabulary!(
 );
 
 vocabulary!(
+    /// Who holds a validator subagent to read-only under an adapter.
+    ValidatorIsolation {
+        /// The host itself refuses a validator's writes, whatever the participant's session
+        /// allows (proved with the real host in `e2e/hosts`).
+        HostEnforced = "host-enforced",
+        /// Only the validator's instructions say read-only; the host does not enforce it.
+        Instructed = "instructed",
+    }
+);
+
+impl Default for ValidatorIsolation {
+    /// What an adapter that says nothing gets: fail closed.
+    fn default() -> Self {
+        ValidatorIsolation::Instructed
+    }
+}
+
+impl ValidatorIsolation {
+    /// Whether this is the default, left out of a contract's canonical form.
+    pub fn is_instructed(&self) -> bool {
+        *self == ValidatorIsolation::Instructed
+    }
+}
+
+vocabulary!(
     /// How the adapter runs semantic validators.
     ValidatorExecution {
         /// Each validator in its own native subagent.

@@ -55,7 +55,7 @@ pub use files::{MAX_FILE_BYTES, RegistryFiles};
 pub use ids::{
     ArtifactId, AssetId, AssetKind, ChannelName, DeliveryMode, Harness, HostCapability, IdError,
     ReleaseId, SETUP_STEP, SchemaId, StepId, StepKind, ValidatorCapability, ValidatorExecution,
-    ValidatorId, Version, WorkflowId, WritePolicy,
+    ValidatorId, ValidatorIsolation, Version, WorkflowId, WritePolicy,
 };
 pub use init::{INIT_WORKFLOW_ID, init_source};
 pub use instance::{example_or_instance, generate_instance};

@@ -11,8 +11,8 @@ use crate::{
     digest::Sha256Digest,
     ids::{
         ArtifactId, AssetId, AssetKind, DeliveryMode, Harness, HostCapability, ReleaseId, SchemaId,
-        StepId, StepKind, ValidatorCapability, ValidatorExecution, ValidatorId, Version,
-        WorkflowId,
+        StepId, StepKind, ValidatorCapability, ValidatorExecution, ValidatorId, ValidatorIsolation,
+        Version, WorkflowId,
     },
 };
 
@@ -123,6 +123,9 @@ pub struct AdapterContract {
     pub asset_kinds: BTreeMap<AssetKind, AssetDelivery>,
     /// How validators run.
     pub validator_execution: ValidatorExecution,
+    /// Whether the host enforces read-only on validators; `instructed` when not stated.
+    #[serde(default, skip_serializing_if = "ValidatorIsolation::is_instructed")]
+    pub validator_isolation: ValidatorIsolation,
     /// Capabilities a host must declare to use this adapter.
     pub required_host_capabilities: Vec<HostCapability>,
 }

@@ -237,7 +237,10 @@ mod tests {
         assert_eq!(fm.description, v.description);
         assert!(body.contains("Return one JSON report."));
         let tools = fm.tools.unwrap();
-        assert_eq!(tools, "Read, Grep, Glob", "git.read has no read-only Claude Code tool");
+        assert_eq!(
+            tools, "Read, Grep, Glob",
+            "git.read has no read-only Claude Code tool"
+        );
         check_claude_subagent(&asset_id(), md.as_bytes()).unwrap();
         let writable = md.replace("tools: ", "tools: Write, ");
         assert!(check_claude_subagent(&asset_id(), writable.as_bytes()).is_err());

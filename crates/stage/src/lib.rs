@@ -219,12 +219,12 @@ pub fn host_capabilities(harness: Harness) -> Vec<HostCapability> {
     use HostCapability::*;
     match harness {
         // Codex does not surface MCP prompts; it materializes skills and agents in the project.
+        // Nor does it hold a spawned role to its read-only sandbox or to its inputs (the codex
+        // adapter), so neither is declared.
         Harness::Codex => vec![
             McpTools,
             McpResources,
             NativeSubagents,
-            ScopedInputs,
-            ReadOnlyCapabilities,
             StructuredReports,
             ProjectLocalAssets,
         ],
