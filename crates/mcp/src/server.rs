@@ -118,6 +118,14 @@ fn principal(context: &RequestContext<RoleServer>) -> Option<Principal> {
         .cloned()
 }
 
+/// Whether the caller speaks 2026-07-28, the first revision whose results carry `ttlMs` and
+/// `cacheScope`; earlier revisions do not define them.
+fn speaks_cache_hints(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str())
+}
+
 impl ServerHandler for RimthanServer {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
@@ -144,15 +152,19 @@ impl ServerHandler for RimthanServer {
     async fn list_tools(
         &self,
         _: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let tools: Vec<Tool> = match self.profile {
             Profile::WorkflowEngine => tools::list(),
             Profile::Legacy => Vec::new(),
         };
-        Ok(ListToolsResult::with_all_items(tools)
-            .with_ttl_ms(catalogue::TTL_MOVING_MS)
-            .with_cache_scope(rmcp::model::CacheScope::Private))
+        let list = ListToolsResult::with_all_items(tools);
+        Ok(if speaks_cache_hints(&context) {
+            list.with_ttl_ms(catalogue::TTL_MOVING_MS)
+                .with_cache_scope(rmcp::model::CacheScope::Private)
+        } else {
+            list
+        })
     }
 
     async fn call_tool(

@@ -186,3 +186,40 @@ async fn unknown_tools_are_invalid_params() {
     assert_eq!(data.code, rmcp::model::ErrorCode::INVALID_PARAMS);
     client.cancel().await.unwrap();
 }
+
+/// A raw `tools/list` on `version`, with the headers and `_meta` that revision requires.
+fn list_tools_request(version: &str) -> String {
+    let mut params = json!({});
+    let mut headers = String::new();
+    if version >= "2026-07-28" {
+        headers = "Mcp-Method: tools/list\r\n".into();
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        });
+    }
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params}).to_string();
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {version}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[tokio::test]
+async fn the_tool_list_carries_cache_hints_only_on_the_revision_that_defines_them() {
+    let http = http_server(server(Profile::WorkflowEngine).await).await;
+    for (version, hinted) in [("2025-11-25", false), ("2026-07-28", true)] {
+        let (status, body) = raw_exchange(http.addr, list_tools_request(version).as_bytes()).await;
+        assert_eq!(status, 200, "{version}");
+        let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let result = &answer["result"];
+        assert_eq!(
+            result["tools"].as_array().unwrap().len(),
+            4,
+            "{version}: {answer}"
+        );
+        assert_eq!(result.get("ttlMs").is_some(), hinted, "{version}: {result}");
+        assert_eq!(result.get("cacheScope").is_some(), hinted, "{version}");
+    }
+}
