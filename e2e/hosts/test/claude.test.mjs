@@ -86,14 +86,23 @@ test('claude: a session lists the four tools, the rendered agents, skill and com
   }
 });
 
-test('claude: a resource read through Claude Code returns the bootstrap text', async () => {
-  const model = await startModel((body) => (toolResults(body).length
-    ? [text('done')]
-    : [toolUse('ReadMcpResourceTool', { server: 'rimthan', uri: 'rimthan://bootstrap/agent-entrypoint' })]));
+test('claude: Claude Code lists the resources and reads the bootstrap text', async () => {
+  // First the list, then (once its result is back) the read, then done.
+  const model = await startModel((body) => {
+    const results = body.messages.flatMap((m) => (Array.isArray(m.content) ? m.content : []))
+      .filter((c) => c.type === 'tool_result');
+    if (results.length === 0) return [toolUse('ListMcpResourcesTool', { server: 'rimthan' })];
+    if (results.length === 1) {
+      return [toolUse('ReadMcpResourceTool', { server: 'rimthan', uri: 'rimthan://bootstrap/agent-entrypoint' })];
+    }
+    return [text('done')];
+  });
   try {
-    const [result] = resultsIn(await scriptedSession(model, 'ReadMcpResourceTool'));
-    assert.match(result, /rimthan-workflow-engine/);
-    assert.match(result, /research-study/);
+    const [listed, read] = resultsIn(await scriptedSession(model, 'ListMcpResourcesTool,ReadMcpResourceTool'));
+    assert.match(listed, /rimthan:\/\/bootstrap\/agent-entrypoint/);
+    assert.match(listed, /rimthan:\/\/registry\/[^"]+\/workflows\/research-study\/1\.0\.0\/definition/);
+    assert.match(read, /rimthan-workflow-engine/);
+    assert.match(read, /research-study/);
   } finally {
     await model.stop();
   }
