@@ -5,10 +5,7 @@
 use std::{path::Path, sync::Arc};
 
 use rimthan_engine::{Releases, StartResult};
-use rimthan_registry::{
-    RegistryFiles, SigningKey, ValidatorIsolation, build_release, external_policy, publish,
-    set_channel, verify_registry,
-};
+use rimthan_registry::ValidatorIsolation;
 
 use crate::common::*;
 
@@ -50,21 +47,7 @@ fn releases_requiring_read_only_validators() -> Arc<Releases> {
     );
     assert_ne!(edited, text, "the fixture's requirement line moved");
     std::fs::write(&workflow, edited).unwrap();
-    let out = tempfile::tempdir().unwrap();
-    let release = "2027.01.0".parse().unwrap();
-    let key = SigningKey::generate().unwrap();
-    publish(
-        out.path(),
-        &build_release(source.path(), &release, &key).unwrap(),
-    )
-    .unwrap();
-    set_channel(out.path(), &"stable".parse().unwrap(), &release).unwrap();
-    let registry = verify_registry(
-        &RegistryFiles::from_dir(out.path()).unwrap(),
-        &external_policy(),
-    )
-    .unwrap();
-    Arc::new(Releases::new(registry, "stable".parse().unwrap()))
+    releases_built_from(source.path())
 }
 
 #[tokio::test]

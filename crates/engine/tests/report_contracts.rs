@@ -11,10 +11,7 @@ use rimthan_engine::{
     MAX_REPORT_EXTRA_BYTES, MAX_REPORT_EXTRA_FIELDS, OutputAttestation, PrepareRequest, Releases,
     RepositoryPolicy, SessionId, StartRequest, Store, SubmitRequest, ValidationPlan, Verdict,
 };
-use rimthan_registry::{
-    RegistryFiles, Sha256Digest, SigningKey, ValidatorCapability, WritePolicy, build_release,
-    external_policy, publish, set_channel, verify_registry,
-};
+use rimthan_registry::{Sha256Digest, ValidatorCapability, WritePolicy};
 use serde_json::{Value, json};
 
 use crate::common::*;
@@ -24,18 +21,7 @@ const PLAIN: &str = "plain-reviewer";
 
 /// The test release, signed with a fresh key, as the only release of `stable`.
 fn checklist_releases() -> Arc<Releases> {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/report-contracts");
-    let out = tempfile::tempdir().unwrap();
-    let release = "2027.01.0".parse().unwrap();
-    let key = SigningKey::generate().unwrap();
-    publish(out.path(), &build_release(&source, &release, &key).unwrap()).unwrap();
-    set_channel(out.path(), &"stable".parse().unwrap(), &release).unwrap();
-    let registry = verify_registry(
-        &RegistryFiles::from_dir(out.path()).unwrap(),
-        &external_policy(),
-    )
-    .unwrap();
-    Arc::new(Releases::new(registry, "stable".parse().unwrap()))
+    releases_built_from(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/report-contracts"))
 }
 
 fn checklist_start() -> StartRequest {

@@ -13,7 +13,8 @@ use rimthan_engine::{
     store::{PostgresStore, SqliteStore},
 };
 use rimthan_registry::{
-    DeliveryMode, HostCapability, Sha256Digest, ValidatorCapability, verify_embedded,
+    DeliveryMode, HostCapability, RegistryFiles, Sha256Digest, SigningKey, ValidatorCapability,
+    build_release, external_policy, publish, set_channel, verify_embedded, verify_registry,
 };
 
 /// The environment variable naming the PostgreSQL server for tests.
@@ -24,6 +25,22 @@ pub fn releases() -> Arc<Releases> {
         verify_embedded().unwrap(),
         "stable".parse().unwrap(),
     ))
+}
+
+/// A release built from the source folder `source` as 2027.01.0, signed with a fresh key, as the
+/// only release of `stable`.
+pub fn releases_built_from(source: &std::path::Path) -> Arc<Releases> {
+    let out = tempfile::tempdir().unwrap();
+    let release = "2027.01.0".parse().unwrap();
+    let key = SigningKey::generate().unwrap();
+    publish(out.path(), &build_release(source, &release, &key).unwrap()).unwrap();
+    set_channel(out.path(), &"stable".parse().unwrap(), &release).unwrap();
+    let registry = verify_registry(
+        &RegistryFiles::from_dir(out.path()).unwrap(),
+        &external_policy(),
+    )
+    .unwrap();
+    Arc::new(Releases::new(registry, "stable".parse().unwrap()))
 }
 
 pub async fn engine_on(store: Arc<dyn Store>) -> Engine {
