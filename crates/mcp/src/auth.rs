@@ -12,7 +12,10 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use jsonwebtoken::{DecodingKey, Validation, jwk::JwkSet};
+use jsonwebtoken::{
+    Algorithm, DecodingKey, Validation,
+    jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, KeyAlgorithm},
+};
 use rimthan_engine::Principal;
 use rimthan_registry::Sha256Digest;
 use serde::Deserialize;
@@ -20,6 +23,112 @@ use serde_json::json;
 
 /// The scope a caller needs for the workflow tools.
 pub const DEFAULT_SCOPE: &str = "rimthan:workflow";
+
+/// Seconds of clock skew allowed on `exp`, `nbf` and `iat`.
+pub const JWT_LEEWAY_SECONDS: u64 = 60;
+
+/// A signing key of the issuer, with the one algorithm it may verify. The algorithm is the
+/// key's, never the token's: a token whose header names another is refused before any
+/// signature check.
+#[derive(Clone)]
+pub struct PinnedKey {
+    kid: Option<String>,
+    algorithm: Algorithm,
+    key: DecodingKey,
+}
+
+impl std::fmt::Debug for PinnedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PinnedKey")
+            .field("kid", &self.kid)
+            .field("algorithm", &self.algorithm)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The asymmetric signature algorithm a JWK is for: its `alg`, or without one the algorithm its
+/// key type and curve imply (RSA: RS256; P-256: ES256; P-384: ES384; Ed25519: EdDSA). Shared
+/// secrets (`oct`), encryption algorithms and unknown key types are refused.
+fn key_algorithm(jwk: &Jwk) -> Result<Algorithm, String> {
+    let family = match &jwk.algorithm {
+        AlgorithmParameters::OctetKey(_) => {
+            return Err("a shared-secret (oct) key: anyone who can verify with it can sign; publish the issuer's public keys only".into());
+        }
+        AlgorithmParameters::RSA(_) => "RSA",
+        AlgorithmParameters::EllipticCurve(ec) => match ec.curve {
+            EllipticCurve::P256 => "P-256",
+            EllipticCurve::P384 => "P-384",
+            _ => return Err("an elliptic curve other than P-256 or P-384".into()),
+        },
+        AlgorithmParameters::OctetKeyPair(okp) if okp.curve == EllipticCurve::Ed25519 => "Ed25519",
+        _ => return Err("a key type that signs nothing this server verifies".into()),
+    };
+    let algorithm = match jwk.common.key_algorithm {
+        None => match family {
+            "RSA" => Algorithm::RS256,
+            "P-256" => Algorithm::ES256,
+            "P-384" => Algorithm::ES384,
+            _ => Algorithm::EdDSA,
+        },
+        Some(alg) => {
+            let algorithm = match alg {
+                KeyAlgorithm::RS256 => Algorithm::RS256,
+                KeyAlgorithm::RS384 => Algorithm::RS384,
+                KeyAlgorithm::RS512 => Algorithm::RS512,
+                KeyAlgorithm::PS256 => Algorithm::PS256,
+                KeyAlgorithm::PS384 => Algorithm::PS384,
+                KeyAlgorithm::PS512 => Algorithm::PS512,
+                KeyAlgorithm::ES256 => Algorithm::ES256,
+                KeyAlgorithm::ES384 => Algorithm::ES384,
+                KeyAlgorithm::EdDSA => Algorithm::EdDSA,
+                other => {
+                    return Err(format!(
+                        "alg {other} is not an asymmetric signature algorithm"
+                    ));
+                }
+            };
+            let fits = matches!(
+                (family, algorithm),
+                (
+                    "RSA",
+                    Algorithm::RS256 | Algorithm::RS384 | Algorithm::RS512
+                ) | (
+                    "RSA",
+                    Algorithm::PS256 | Algorithm::PS384 | Algorithm::PS512
+                ) | ("P-256", Algorithm::ES256)
+                    | ("P-384", Algorithm::ES384)
+                    | ("Ed25519", Algorithm::EdDSA)
+            );
+            if !fits {
+                return Err(format!("alg {alg} does not fit a {family} key"));
+            }
+            algorithm
+        }
+    };
+    Ok(algorithm)
+}
+
+/// Every key of `jwks` pinned to its algorithm; any unusable key refuses the whole set, so a
+/// typo never silently narrows who can sign in.
+pub fn pin_keys(jwks: &JwkSet) -> Result<Vec<PinnedKey>, String> {
+    if jwks.keys.is_empty() {
+        return Err("the JWKS holds no key".into());
+    }
+    jwks.keys
+        .iter()
+        .enumerate()
+        .map(|(i, jwk)| {
+            let at = |reason: String| format!("keys[{i}]: {reason}");
+            let algorithm = key_algorithm(jwk).map_err(at)?;
+            let key = DecodingKey::from_jwk(jwk).map_err(|e| at(format!("unusable: {e}")))?;
+            Ok(PinnedKey {
+                kid: jwk.common.key_id.clone(),
+                algorithm,
+                key,
+            })
+        })
+        .collect()
+}
 
 /// Why authentication could not be configured.
 #[derive(Debug, thiserror::Error)]
@@ -57,8 +166,8 @@ pub enum Verifier {
     Tokens(BTreeMap<Sha256Digest, (Principal, Vec<String>)>),
     /// JWTs signed by a key of the JWKS, with this issuer and audience.
     Jwt {
-        /// The keys.
-        jwks: JwkSet,
+        /// The keys, each pinned to its algorithm.
+        keys: Vec<PinnedKey>,
         /// Required `iss`.
         issuer: String,
         /// Required `aud` (the server's resource URL).
@@ -109,11 +218,8 @@ impl Verifier {
         let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
         let jwks: JwkSet =
             serde_json::from_str(&text).map_err(|e| error(format!("not a JWKS: {e}")))?;
-        if jwks.keys.is_empty() {
-            return Err(error("the JWKS holds no key".into()));
-        }
         Ok(Verifier::Jwt {
-            jwks,
+            keys: pin_keys(&jwks).map_err(error)?,
             issuer,
             audience,
             organization_claim,
@@ -128,33 +234,57 @@ impl Verifier {
                 .cloned()
                 .ok_or("unknown token"),
             Verifier::Jwt {
-                jwks,
+                keys,
                 issuer,
                 audience,
                 organization_claim,
             } => {
                 let header = jsonwebtoken::decode_header(token).map_err(|_| "malformed token")?;
-                let jwk = match &header.kid {
-                    Some(kid) => jwks.find(kid),
-                    None if jwks.keys.len() == 1 => jwks.keys.first(),
+                let pinned = match &header.kid {
+                    Some(kid) => keys.iter().find(|k| k.kid.as_deref() == Some(kid)),
+                    None if keys.len() == 1 => keys.first(),
                     None => None,
                 }
                 .ok_or("unknown signing key")?;
-                let key = DecodingKey::from_jwk(jwk).map_err(|_| "unusable signing key")?;
-                let mut validation = Validation::new(header.alg);
+                if header.alg != pinned.algorithm {
+                    return Err("algorithm not allowed for this key");
+                }
+                let mut validation = Validation::new(pinned.algorithm);
+                validation.leeway = JWT_LEEWAY_SECONDS;
+                validation.validate_nbf = true;
                 validation.set_issuer(&[issuer]);
                 validation.set_audience(&[audience]);
                 validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
                 let data = jsonwebtoken::decode::<serde_json::Map<String, serde_json::Value>>(
                     token,
-                    &key,
+                    &pinned.key,
                     &validation,
                 )
-                .map_err(|_| "invalid token")?;
+                .map_err(|e| match e.kind() {
+                    jsonwebtoken::errors::ErrorKind::ExpiredSignature => "token expired",
+                    jsonwebtoken::errors::ErrorKind::ImmatureSignature => "token not valid yet",
+                    jsonwebtoken::errors::ErrorKind::InvalidIssuer => "wrong issuer",
+                    jsonwebtoken::errors::ErrorKind::InvalidAudience => "wrong audience",
+                    jsonwebtoken::errors::ErrorKind::InvalidSignature => "bad signature",
+                    jsonwebtoken::errors::ErrorKind::MissingRequiredClaim(_) => {
+                        "a required claim is missing"
+                    }
+                    _ => "invalid token",
+                })?;
                 let claims = data.claims;
+                let issued_at = claims
+                    .get("iat")
+                    .map(|v| v.as_u64().ok_or("iat is not a time"));
+                if let Some(iat) = issued_at.transpose()? {
+                    let now = jsonwebtoken::get_current_timestamp();
+                    if iat > now + JWT_LEEWAY_SECONDS {
+                        return Err("token issued in the future");
+                    }
+                }
                 let subject = claims
                     .get("sub")
                     .and_then(|v| v.as_str())
+                    .filter(|s| !s.trim().is_empty())
                     .ok_or("no subject")?
                     .to_owned();
                 let organization = claims
@@ -197,7 +327,12 @@ impl Auth {
         format!("{origin}/.well-known/oauth-protected-resource{path}")
     }
 
-    fn challenge(&self, status: StatusCode, error: Option<&str>) -> Response {
+    fn challenge(
+        &self,
+        status: StatusCode,
+        error: Option<&str>,
+        description: Option<&str>,
+    ) -> Response {
         let mut value = format!(
             "Bearer resource_metadata=\"{}\", scope=\"{}\"",
             self.metadata_url(),
@@ -205,6 +340,10 @@ impl Auth {
         );
         if let Some(error) = error {
             value.push_str(&format!(", error=\"{error}\""));
+        }
+        // A fixed reason from this file, never the token or anything it carries.
+        if let Some(description) = description {
+            value.push_str(&format!(", error_description=\"{description}\""));
         }
         let mut response = (
             status,
@@ -221,13 +360,18 @@ impl Auth {
 
     /// RFC 9728 protected-resource metadata.
     pub fn metadata(&self) -> serde_json::Value {
-        json!({
+        let mut metadata = json!({
             "resource": self.resource,
-            "authorization_servers": self.authorization_servers,
             "scopes_supported": [self.scope],
             "bearer_methods_supported": ["header"],
             "resource_name": "rimthan workflow engine",
-        })
+        });
+        // Optional in RFC 9728: static tokens come from no authorization server, and an empty
+        // list would tell OAuth clients to look for one that does not exist.
+        if !self.authorization_servers.is_empty() {
+            metadata["authorization_servers"] = json!(self.authorization_servers);
+        }
+        metadata
     }
 }
 
@@ -240,28 +384,38 @@ fn split_url(url: &str) -> (&str, &str) {
     }
 }
 
+/// The token of an `Authorization: Bearer <token>` value; the scheme is case-insensitive
+/// (RFC 9110 §11.1).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 /// Axum middleware: authenticates the request or answers 401/403.
 pub async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
     let token = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
-    let Some(token) = token.filter(|t| !t.is_empty()) else {
-        return auth.challenge(StatusCode::UNAUTHORIZED, None);
+        .and_then(bearer_token);
+    let Some(token) = token else {
+        return auth.challenge(StatusCode::UNAUTHORIZED, None, None);
     };
     match auth.verifier.verify(token) {
         Err(reason) => {
             tracing::info!(reason, "bearer token refused");
-            auth.challenge(StatusCode::UNAUTHORIZED, Some("invalid_token"))
+            auth.challenge(
+                StatusCode::UNAUTHORIZED,
+                Some("invalid_token"),
+                Some(reason),
+            )
         }
-        Ok((_, scopes)) if !scopes.iter().any(|s| *s == auth.scope) => {
-            auth.challenge(StatusCode::FORBIDDEN, Some("insufficient_scope"))
-        }
+        Ok((_, scopes)) if !scopes.iter().any(|s| *s == auth.scope) => auth.challenge(
+            StatusCode::FORBIDDEN,
+            Some("insufficient_scope"),
+            Some("the token lacks the required scope"),
+        ),
         Ok((principal, _)) => {
             tracing::debug!(subject = %principal.subject, "authenticated");
             request.extensions_mut().insert(principal);
@@ -273,6 +427,16 @@ pub async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for value in ["Bearer t", "bearer t", "BEARER t", "bEaReR  t "] {
+            assert_eq!(bearer_token(value), Some("t"), "{value}");
+        }
+        for value in ["Basic t", "Bearer", "Bearer ", "Bearert"] {
+            assert_eq!(bearer_token(value), None, "{value}");
+        }
+    }
 
     #[test]
     fn urls_split_into_origin_and_path() {

@@ -216,3 +216,187 @@ async fn jwts_are_checked_for_signature_issuer_audience_and_expiry() {
     assert_eq!(payload["status"], "active");
     client.cancel().await.unwrap();
 }
+
+/// A test-only RSA key pair (`tests/data/jwt/`, PKCS#1 DER, made for these tests and nothing else):
+/// the private key to sign with, and its public JWK, which pins `alg: RS256`.
+fn rsa_key() -> (jsonwebtoken::EncodingKey, Value) {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jwt");
+    let der = std::fs::read(data.join("rsa-2048.der")).unwrap();
+    let jwk = std::fs::read_to_string(data.join("rsa-2048.jwk.json")).unwrap();
+    (
+        jsonwebtoken::EncodingKey::from_rsa_der(&der),
+        serde_json::from_str(&jwk).unwrap(),
+    )
+}
+
+fn rsa_jwt(
+    key: &jsonwebtoken::EncodingKey,
+    alg: jsonwebtoken::Algorithm,
+    claims: &Value,
+) -> String {
+    let mut header = jsonwebtoken::Header::new(alg);
+    header.kid = Some("rsa1".into());
+    jsonwebtoken::encode(&header, claims, key).unwrap()
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+async fn serve_jwks(jwks: &Value) -> (tempfile::TempDir, Served) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jwks.json");
+    std::fs::write(&path, jwks.to_string()).unwrap();
+    let served = serve_with(|url| {
+        Verifier::jwt_from_file(
+            &path,
+            "https://issuer.example".into(),
+            url.into(),
+            "org".into(),
+        )
+        .unwrap()
+    })
+    .await;
+    (dir, served)
+}
+
+#[tokio::test]
+async fn jwt_validation_is_pinned_by_the_key_and_checks_every_time_claim() {
+    use jsonwebtoken::Algorithm::{PS256, RS256, RS512};
+    let (key, jwk) = rsa_key();
+    let (_dir, served) = serve_jwks(&json!({"keys": [jwk]})).await;
+    let claims = |change: &dyn Fn(&mut Value)| {
+        let mut claims = json!({"iss": "https://issuer.example", "aud": served.url,
+            "exp": now() + 600, "iat": now(), "sub": "ada", "org": "lab",
+            "scope": "rimthan:workflow"});
+        change(&mut claims);
+        claims
+    };
+    let good = rsa_jwt(&key, RS256, &claims(&|_| {}));
+    let ok = head(served.addr, &initialize(Some(&good))).await;
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    let cases: [(&str, String, &str); 6] = [
+        (
+            "RS512 on an RS256 key",
+            rsa_jwt(&key, RS512, &claims(&|_| {})),
+            "algorithm not allowed for this key",
+        ),
+        (
+            "PS256 on an RS256 key",
+            rsa_jwt(&key, PS256, &claims(&|_| {})),
+            "algorithm not allowed for this key",
+        ),
+        (
+            "not valid for 30 days",
+            rsa_jwt(
+                &key,
+                RS256,
+                &claims(&|c| c["nbf"] = json!(now() + 30 * 86_400)),
+            ),
+            "token not valid yet",
+        ),
+        (
+            "issued tomorrow",
+            rsa_jwt(&key, RS256, &claims(&|c| c["iat"] = json!(now() + 86_400))),
+            "token issued in the future",
+        ),
+        (
+            "empty subject",
+            rsa_jwt(&key, RS256, &claims(&|c| c["sub"] = json!(""))),
+            "no subject",
+        ),
+        (
+            "expired",
+            rsa_jwt(&key, RS256, &claims(&|c| c["exp"] = json!(now() - 600))),
+            "token expired",
+        ),
+    ];
+    for (what, token, reason) in cases {
+        let answer = head(served.addr, &initialize(Some(&token))).await;
+        assert!(answer.starts_with("HTTP/1.1 401"), "{what}: {answer}");
+        assert!(
+            answer.contains(&format!(
+                "error=\"invalid_token\", error_description=\"{reason}\""
+            )),
+            "{what}: {answer}"
+        );
+        assert!(!answer.contains(&token), "{what}: the token is echoed");
+    }
+    // Within the leeway, a skewed clock is no reason to refuse.
+    let skewed = rsa_jwt(&key, RS256, &claims(&|c| c["nbf"] = json!(now() + 30)));
+    let answer = head(served.addr, &initialize(Some(&skewed))).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[test]
+fn key_sets_that_cannot_pin_an_asymmetric_algorithm_are_refused_at_load() {
+    let (_, rsa) = rsa_key();
+    let mut es256_on_rsa = rsa.clone();
+    es256_on_rsa["alg"] = json!("ES256");
+    let mut hs256_on_rsa = rsa.clone();
+    hs256_on_rsa["alg"] = json!("HS256");
+    let cases = [
+        (
+            "a shared secret",
+            json!({"keys": [rsa.clone(), {"kty": "oct", "kid": "s", "k": "c2VjcmV0"}]}),
+            "shared-secret",
+        ),
+        (
+            "ES256 on an RSA key",
+            json!({"keys": [es256_on_rsa]}),
+            "does not fit",
+        ),
+        (
+            "HS256 on an RSA key",
+            json!({"keys": [hs256_on_rsa]}),
+            "not an asymmetric",
+        ),
+        ("no key", json!({"keys": []}), "no key"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (what, jwks, reason) in cases {
+        let path = dir.path().join("jwks.json");
+        std::fs::write(&path, jwks.to_string()).unwrap();
+        let refused = Verifier::jwt_from_file(
+            &path,
+            "https://i".into(),
+            "https://a/mcp".into(),
+            "org".into(),
+        )
+        .expect_err(what);
+        assert!(refused.to_string().contains(reason), "{what}: {refused}");
+    }
+}
+
+#[tokio::test]
+async fn the_bearer_scheme_is_accepted_in_any_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = token_file(dir.path());
+    let served = serve_with(|_| Verifier::tokens_from_file(&file).unwrap()).await;
+    for scheme in ["BEARER", "bEaReR"] {
+        let request = initialize(Some("ada-token"))
+            .replace("Bearer ada-token", &format!("{scheme} ada-token"));
+        let answer = head(served.addr, &request).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{scheme}: {answer}");
+    }
+}
+
+#[test]
+fn static_tokens_advertise_no_authorization_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let auth = Auth {
+        verifier: Verifier::tokens_from_file(&token_file(dir.path())).unwrap(),
+        resource: "https://mcp.example.com/mcp".into(),
+        authorization_servers: vec![],
+        scope: "rimthan:workflow".into(),
+    };
+    let metadata = auth.metadata();
+    assert!(
+        metadata.get("authorization_servers").is_none(),
+        "{metadata}"
+    );
+    assert_eq!(metadata["resource"], "https://mcp.example.com/mcp");
+}
