@@ -4,7 +4,7 @@
 //! protected-resource metadata. The caller becomes a [`Principal`] on the request; tokens are
 //! never logged.
 
-use std::{collections::BTreeMap, path::Path, sync::Arc};
+use std::{collections::BTreeMap, sync::Arc};
 
 use axum::{
     extract::{Request, State},
@@ -21,8 +21,13 @@ use rimthan_registry::Sha256Digest;
 use serde::Deserialize;
 use serde_json::json;
 
+pub use crate::credentials::Verifier;
+
 /// The scope a caller needs for the workflow tools.
 pub const DEFAULT_SCOPE: &str = "rimthan:workflow";
+
+/// The refusal of a JWT whose key is not (yet) in the key set.
+pub(crate) const UNKNOWN_SIGNING_KEY: &str = "unknown signing key";
 
 /// Seconds of clock skew allowed on `exp`, `nbf` and `iat`.
 pub const JWT_LEEWAY_SECONDS: u64 = 60;
@@ -159,9 +164,9 @@ struct TokenFile {
     tokens: Vec<TokenEntry>,
 }
 
-/// How callers prove who they are.
+/// What a credentials file holds, parsed and checked: how callers prove who they are.
 #[derive(Debug, Clone)]
-pub enum Verifier {
+pub(crate) enum Credentials {
     /// Hashed static tokens: sha256(token) → principal, organization, scopes.
     Tokens(BTreeMap<Sha256Digest, (Principal, Vec<String>)>),
     /// JWTs signed by a key of the JWKS, with this issuer and audience.
@@ -177,49 +182,38 @@ pub enum Verifier {
     },
 }
 
-impl Verifier {
-    /// Reads a token file: `{"tokens": [{"sha256", "principal", "organization", "scopes"}]}`.
-    pub fn tokens_from_file(path: &Path) -> Result<Self, AuthConfigError> {
-        let error = |reason: String| AuthConfigError {
-            file: path.display().to_string(),
-            reason,
-        };
-        let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
-        let file: TokenFile = serde_json::from_str(&text).map_err(|e| error(e.to_string()))?;
+impl Credentials {
+    /// Parses a token file: `{"tokens": [{"sha256", "principal", "organization", "scopes"}]}`.
+    pub(crate) fn tokens(text: &str) -> Result<Self, String> {
+        let file: TokenFile = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let mut table = BTreeMap::new();
         for (i, entry) in file.tokens.into_iter().enumerate() {
             let digest: Sha256Digest = entry.sha256.parse().map_err(|_| {
-                error(format!(
+                format!(
                     "tokens[{i}].sha256 must be the 64-hex sha256 of the token, never the token"
-                ))
+                )
             })?;
             let principal = Principal {
                 subject: entry.principal,
                 organization: entry.organization,
             };
             if table.insert(digest, (principal, entry.scopes)).is_some() {
-                return Err(error(format!("tokens[{i}] repeats a token hash")));
+                return Err(format!("tokens[{i}] repeats a token hash"));
             }
         }
-        Ok(Verifier::Tokens(table))
+        Ok(Credentials::Tokens(table))
     }
 
-    /// Reads a JWKS file for JWT validation.
-    pub fn jwt_from_file(
-        path: &Path,
+    /// Parses a JWKS for JWT validation, every key pinned to its algorithm.
+    pub(crate) fn jwks(
+        text: &str,
         issuer: String,
         audience: String,
         organization_claim: String,
-    ) -> Result<Self, AuthConfigError> {
-        let error = |reason: String| AuthConfigError {
-            file: path.display().to_string(),
-            reason,
-        };
-        let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
-        let jwks: JwkSet =
-            serde_json::from_str(&text).map_err(|e| error(format!("not a JWKS: {e}")))?;
-        Ok(Verifier::Jwt {
-            keys: pin_keys(&jwks).map_err(error)?,
+    ) -> Result<Self, String> {
+        let jwks: JwkSet = serde_json::from_str(text).map_err(|e| format!("not a JWKS: {e}"))?;
+        Ok(Credentials::Jwt {
+            keys: pin_keys(&jwks)?,
             issuer,
             audience,
             organization_claim,
@@ -227,13 +221,13 @@ impl Verifier {
     }
 
     /// The principal and scopes a bearer token proves, or why not.
-    fn verify(&self, token: &str) -> Result<(Principal, Vec<String>), &'static str> {
+    pub(crate) fn verify(&self, token: &str) -> Result<(Principal, Vec<String>), &'static str> {
         match self {
-            Verifier::Tokens(table) => table
+            Credentials::Tokens(table) => table
                 .get(&Sha256Digest::of(token.as_bytes()))
                 .cloned()
                 .ok_or("unknown token"),
-            Verifier::Jwt {
+            Credentials::Jwt {
                 keys,
                 issuer,
                 audience,
@@ -245,7 +239,7 @@ impl Verifier {
                     None if keys.len() == 1 => keys.first(),
                     None => None,
                 }
-                .ok_or("unknown signing key")?;
+                .ok_or(UNKNOWN_SIGNING_KEY)?;
                 if header.alg != pinned.algorithm {
                     return Err("algorithm not allowed for this key");
                 }

@@ -13,6 +13,7 @@ pub mod auth;
 pub mod bootstrap;
 mod catalogue;
 pub mod conn;
+mod credentials;
 mod framing;
 pub mod http;
 mod metrics;

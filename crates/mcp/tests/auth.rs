@@ -1,7 +1,7 @@
 //! Bearer auth on the MCP endpoint: tokens and JWTs, 401/403 challenges, protected-resource
 //! metadata, and session ownership across principals (the authenticated Git handoff).
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
 use ed25519_dalek::Signer as _;
@@ -152,8 +152,12 @@ async fn the_same_organization_may_resume_and_others_may_not() {
 
 /// An EdDSA-signed JWT, made by hand so the test shares no code with the verifier.
 fn jwt(key: &ed25519_dalek::SigningKey, claims: Value) -> String {
+    jwt_with_kid(key, "k1", claims)
+}
+
+fn jwt_with_kid(key: &ed25519_dalek::SigningKey, kid: &str, claims: Value) -> String {
     let header =
-        URL_SAFE_NO_PAD.encode(json!({"alg": "EdDSA", "typ": "JWT", "kid": "k1"}).to_string());
+        URL_SAFE_NO_PAD.encode(json!({"alg": "EdDSA", "typ": "JWT", "kid": kid}).to_string());
     let body = URL_SAFE_NO_PAD.encode(claims.to_string());
     let signature = key.sign(format!("{header}.{body}").as_bytes());
     format!(
@@ -399,4 +403,75 @@ fn static_tokens_advertise_no_authorization_server() {
         "{metadata}"
     );
     assert_eq!(metadata["resource"], "https://mcp.example.com/mcp");
+}
+
+fn ed25519_jwk(key: &ed25519_dalek::SigningKey, kid: &str) -> Value {
+    json!({"kty": "OKP", "crv": "Ed25519", "kid": kid, "alg": "EdDSA", "use": "sig",
+        "x": URL_SAFE_NO_PAD.encode(key.verifying_key().as_bytes())})
+}
+
+#[tokio::test]
+async fn a_token_signed_by_a_newly_published_key_works_on_its_first_use() {
+    let (old, new) = (
+        ed25519_dalek::SigningKey::from_bytes(&[7; 32]),
+        ed25519_dalek::SigningKey::from_bytes(&[9; 32]),
+    );
+    let (dir, served) = serve_jwks(&json!({"keys": [ed25519_jwk(&old, "k1")]})).await;
+    let claims = json!({"iss": "https://issuer.example", "aud": served.url, "exp": now() + 600,
+        "sub": "ada", "org": "lab", "scope": "rimthan:workflow"});
+    let token = jwt_with_kid(&new, "k2", claims.clone());
+    let before = head(served.addr, &initialize(Some(&token))).await;
+    assert!(
+        before.contains("error_description=\"unknown signing key\""),
+        "{before}"
+    );
+    // The issuer publishes its next key; the very next call signed with it is accepted.
+    let jwks = json!({"keys": [ed25519_jwk(&old, "k1"), ed25519_jwk(&new, "k2")]});
+    std::fs::write(dir.path().join("jwks.json"), jwks.to_string()).unwrap();
+    let after = head(served.addr, &initialize(Some(&token))).await;
+    assert!(after.starts_with("HTTP/1.1 200"), "{after}");
+    // The old key still works until the issuer withdraws it.
+    let old_token = jwt_with_kid(&old, "k1", claims);
+    assert!(
+        head(served.addr, &initialize(Some(&old_token)))
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+}
+
+#[tokio::test]
+async fn a_changed_token_file_takes_effect_without_a_restart_and_a_broken_one_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = token_file(dir.path());
+    let served = serve_with(|_| Verifier::tokens_from_file(&file).unwrap()).await;
+    let newcomer = initialize(Some("newcomer-token"));
+    assert!(
+        head(served.addr, &newcomer)
+            .await
+            .starts_with("HTTP/1.1 401")
+    );
+    let mut tokens: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    tokens["tokens"].as_array_mut().unwrap().push(json!({
+        "sha256": rimthan_registry::Sha256Digest::of(b"newcomer-token").to_string(),
+        "principal": "newcomer", "organization": "lab", "scopes": ["rimthan:workflow"]}));
+    std::fs::write(&file, tokens.to_string()).unwrap();
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert!(
+        head(served.addr, &newcomer)
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    // A half-written file does not lock everyone out: the last good tokens stay in force.
+    std::fs::write(&file, "{\"tokens\": [").unwrap();
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert!(
+        head(served.addr, &newcomer)
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    assert!(
+        head(served.addr, &initialize(Some("ada-token")))
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
 }

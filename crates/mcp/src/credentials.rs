@@ -1,0 +1,158 @@
+//! Credential files that change under a running server: a token file or a JWKS is read at
+//! start, and read again when it changes, so adding a token or publishing a new signing key
+//! needs no restart (`docs/operations/deploy.md` §5).
+//!
+//! The file's size and modification time are looked at no more than once per
+//! [`RECHECK`] on the request path, and at once when a JWT names a key the set does not hold,
+//! so a token signed by a newly published key works on its first use. A file that no longer
+//! parses is logged and ignored: the last good credentials keep serving.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{Arc, PoisonError, RwLock},
+    time::{Duration, Instant, SystemTime},
+};
+
+use rimthan_engine::Principal;
+
+use crate::auth::{AuthConfigError, Credentials, UNKNOWN_SIGNING_KEY};
+
+/// How often the request path looks at the file for a change.
+pub(crate) const RECHECK: Duration = Duration::from_secs(1);
+
+/// How to parse the file's text.
+#[derive(Debug, Clone)]
+enum Format {
+    Tokens,
+    Jwks {
+        issuer: String,
+        audience: String,
+        organization_claim: String,
+    },
+}
+
+impl Format {
+    fn parse(&self, text: &str) -> Result<Credentials, String> {
+        match self {
+            Format::Tokens => Credentials::tokens(text),
+            Format::Jwks {
+                issuer,
+                audience,
+                organization_claim,
+            } => Credentials::jwks(
+                text,
+                issuer.clone(),
+                audience.clone(),
+                organization_claim.clone(),
+            ),
+        }
+    }
+}
+
+/// What identifies one version of the file.
+type Stamp = Option<(SystemTime, u64)>;
+
+fn stamp(path: &Path) -> Stamp {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}
+
+#[derive(Debug)]
+struct Loaded {
+    credentials: Arc<Credentials>,
+    stamp: Stamp,
+    checked: Instant,
+}
+
+/// How callers prove who they are: the credentials of one file, kept current.
+#[derive(Debug, Clone)]
+pub struct Verifier {
+    path: PathBuf,
+    format: Format,
+    loaded: Arc<RwLock<Loaded>>,
+}
+
+impl Verifier {
+    fn open(path: &Path, format: Format) -> Result<Self, AuthConfigError> {
+        let error = |reason: String| AuthConfigError {
+            file: path.display().to_string(),
+            reason,
+        };
+        let before = stamp(path);
+        let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
+        let credentials = format.parse(&text).map_err(error)?;
+        Ok(Self {
+            path: path.to_owned(),
+            format,
+            loaded: Arc::new(RwLock::new(Loaded {
+                credentials: Arc::new(credentials),
+                stamp: before,
+                checked: Instant::now(),
+            })),
+        })
+    }
+
+    /// Reads a token file: `{"tokens": [{"sha256", "principal", "organization", "scopes"}]}`.
+    pub fn tokens_from_file(path: &Path) -> Result<Self, AuthConfigError> {
+        Self::open(path, Format::Tokens)
+    }
+
+    /// Reads a JWKS file for JWT validation.
+    pub fn jwt_from_file(
+        path: &Path,
+        issuer: String,
+        audience: String,
+        organization_claim: String,
+    ) -> Result<Self, AuthConfigError> {
+        Self::open(
+            path,
+            Format::Jwks {
+                issuer,
+                audience,
+                organization_claim,
+            },
+        )
+    }
+
+    /// The credentials in force, re-read first when the file changed. `now` re-checks even
+    /// within [`RECHECK`] of the last look.
+    fn current(&self, now: bool) -> Arc<Credentials> {
+        {
+            let loaded = self.loaded.read().unwrap_or_else(PoisonError::into_inner);
+            if !now && loaded.checked.elapsed() < RECHECK {
+                return loaded.credentials.clone();
+            }
+        }
+        let mut loaded = self.loaded.write().unwrap_or_else(PoisonError::into_inner);
+        loaded.checked = Instant::now();
+        let stamp = stamp(&self.path);
+        if stamp == loaded.stamp {
+            return loaded.credentials.clone();
+        }
+        // Remembered either way: a broken file is reported once per change, not per request.
+        loaded.stamp = stamp;
+        let parsed = std::fs::read_to_string(&self.path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| self.format.parse(&text));
+        match parsed {
+            Ok(credentials) => {
+                tracing::info!(file = %self.path.display(), "credentials reloaded");
+                loaded.credentials = Arc::new(credentials);
+            }
+            Err(reason) => tracing::error!(
+                file = %self.path.display(),
+                %reason,
+                "credentials file changed but does not load; the previous credentials stay in use"
+            ),
+        }
+        loaded.credentials.clone()
+    }
+
+    /// The principal and scopes a bearer token proves, or why not.
+    pub(crate) fn verify(&self, token: &str) -> Result<(Principal, Vec<String>), &'static str> {
+        match self.current(false).verify(token) {
+            Err(UNKNOWN_SIGNING_KEY) => self.current(true).verify(token),
+            done => done,
+        }
+    }
+}
