@@ -170,25 +170,8 @@ fn jwt_with_kid(key: &ed25519_dalek::SigningKey, kid: &str, claims: Value) -> St
 async fn jwts_are_checked_for_signature_issuer_audience_and_expiry() {
     let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
     let other = ed25519_dalek::SigningKey::from_bytes(&[8; 32]);
-    let dir = tempfile::tempdir().unwrap();
-    let jwks = json!({"keys": [{"kty": "OKP", "crv": "Ed25519", "kid": "k1", "alg": "EdDSA", "use": "sig",
-        "x": URL_SAFE_NO_PAD.encode(key.verifying_key().as_bytes())}]});
-    let jwks_path = dir.path().join("jwks.json");
-    std::fs::write(&jwks_path, jwks.to_string()).unwrap();
-    let served = serve_with(|url| {
-        Verifier::jwt_from_file(
-            &jwks_path,
-            "https://issuer.example".into(),
-            url.into(),
-            "org".into(),
-        )
-        .unwrap()
-    })
-    .await;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let (_dir, served) = serve_jwks(&json!({"keys": [ed25519_jwk(&key, "k1")]})).await;
+    let now = now();
     let claims = |aud: &str, exp: u64| {
         json!({"iss": "https://issuer.example", "aud": aud, "exp": exp,
         "sub": "ada", "org": "lab", "scope": "openid rimthan:workflow"})
