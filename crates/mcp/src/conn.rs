@@ -215,12 +215,20 @@ impl Idle {
         }
     }
 
-    fn progressed(&mut self) {
-        self.last_progress = Instant::now();
-    }
-
-    fn timed_out() -> io::Error {
-        io::Error::new(io::ErrorKind::TimedOut, "connection idle too long")
+    /// What an I/O poll of the socket answered, as this connection answers it: a finished
+    /// operation is progress; a pending one past the idle deadline is `TimedOut`.
+    fn track<T>(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        match poll {
+            Poll::Ready(result) => {
+                self.last_progress = Instant::now();
+                Poll::Ready(result)
+            }
+            Poll::Pending if self.expired(cx) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "connection idle too long",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 
@@ -231,14 +239,8 @@ impl AsyncRead for Idle {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.io).poll_read(cx, buf) {
-            Poll::Ready(result) => {
-                this.progressed();
-                Poll::Ready(result)
-            }
-            Poll::Pending if this.expired(cx) => Poll::Ready(Err(Self::timed_out())),
-            Poll::Pending => Poll::Pending,
-        }
+        let poll = Pin::new(&mut this.io).poll_read(cx, buf);
+        this.track(cx, poll)
     }
 }
 
@@ -249,14 +251,8 @@ impl AsyncWrite for Idle {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.io).poll_write(cx, buf) {
-            Poll::Ready(result) => {
-                this.progressed();
-                Poll::Ready(result)
-            }
-            Poll::Pending if this.expired(cx) => Poll::Ready(Err(Self::timed_out())),
-            Poll::Pending => Poll::Pending,
-        }
+        let poll = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.track(cx, poll)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -273,14 +269,8 @@ impl AsyncWrite for Idle {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.io).poll_write_vectored(cx, bufs) {
-            Poll::Ready(result) => {
-                this.progressed();
-                Poll::Ready(result)
-            }
-            Poll::Pending if this.expired(cx) => Poll::Ready(Err(Self::timed_out())),
-            Poll::Pending => Poll::Pending,
-        }
+        let poll = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.track(cx, poll)
     }
 
     fn is_write_vectored(&self) -> bool {

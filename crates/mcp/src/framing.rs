@@ -8,22 +8,18 @@
 use axum::{
     body::Body,
     extract::Request,
-    http::{HeaderMap, Method, StatusCode, header},
+    http::{Method, StatusCode, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
 use serde_json::{Value, json};
 
+use crate::replay::is_json;
+
 /// JSON-RPC's parse error.
 const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC's invalid request.
 const INVALID_REQUEST: i64 = -32600;
-
-fn declares_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"))
-}
 
 /// The JSON-RPC error for a body rmcp refused.
 fn error_for(body: &[u8]) -> (i64, &'static str) {
@@ -45,7 +41,7 @@ fn error_for(body: &[u8]) -> (i64, &'static str) {
 
 /// Middleware on `/mcp`, after the body was read whole (and bounded).
 pub(crate) async fn framing(request: Request, next: Next) -> Response {
-    if request.method() != Method::POST || !declares_json(request.headers()) {
+    if request.method() != Method::POST || !is_json(request.headers()) {
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();

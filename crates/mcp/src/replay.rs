@@ -191,7 +191,8 @@ fn result_of(body: &[u8], id: &[u8]) -> Option<Bytes> {
         .map(Bytes::from)
 }
 
-fn is_json(headers: &HeaderMap) -> bool {
+/// Whether a request or response declares a JSON body.
+pub(crate) fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/json"))

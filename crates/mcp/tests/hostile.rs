@@ -293,18 +293,20 @@ async fn start_with_forbidden_paths(paths: Vec<String>) -> (String, Value) {
     (serde_json::to_string(&result).unwrap(), structured(&result))
 }
 
-#[tokio::test]
-async fn a_glob_longer_than_the_bound_is_refused_without_echo() {
-    let long = "a".repeat(100_000);
-    let (reply, result) = start_with_forbidden_paths(vec!["secrets/**".into(), long]).await;
+/// The start was refused as an argument error naming `field`.
+fn assert_refused_argument(result: &Value, field: &str) {
     assert_eq!(
         result["failures"][0]["code"], "invalid_arguments",
         "{result}"
     );
-    assert_eq!(
-        result["failures"][0]["detail"]["field"],
-        "repository_policy.forbidden_paths[1]"
-    );
+    assert_eq!(result["failures"][0]["detail"]["field"], field, "{result}");
+}
+
+#[tokio::test]
+async fn a_glob_longer_than_the_bound_is_refused_without_echo() {
+    let long = "a".repeat(100_000);
+    let (reply, result) = start_with_forbidden_paths(vec!["secrets/**".into(), long]).await;
+    assert_refused_argument(&result, "repository_policy.forbidden_paths[1]");
     assert!(!reply.contains(&"a".repeat(100)), "the glob is echoed");
     assert!(
         reply.contains(&MAX_GLOB_BYTES.to_string()),
@@ -326,14 +328,7 @@ async fn more_globs_than_the_bound_are_refused() {
             .collect::<Vec<_>>()
     };
     let (reply, result) = start_with_forbidden_paths(paths(MAX_FORBIDDEN_PATHS + 1)).await;
-    assert_eq!(
-        result["failures"][0]["code"], "invalid_arguments",
-        "{result}"
-    );
-    assert_eq!(
-        result["failures"][0]["detail"]["field"],
-        "repository_policy.forbidden_paths"
-    );
+    assert_refused_argument(&result, "repository_policy.forbidden_paths");
     assert!(
         reply.contains(&MAX_FORBIDDEN_PATHS.to_string()),
         "the bound is named"
@@ -350,13 +345,6 @@ async fn more_globs_than_the_bound_are_refused() {
 async fn an_invalid_glob_is_named_by_index_not_echoed() {
     let bad = format!("[{}", "b".repeat(900));
     let (reply, result) = start_with_forbidden_paths(vec![bad]).await;
-    assert_eq!(
-        result["failures"][0]["code"], "invalid_arguments",
-        "{result}"
-    );
-    assert_eq!(
-        result["failures"][0]["detail"]["field"],
-        "repository_policy.forbidden_paths[0]"
-    );
+    assert_refused_argument(&result, "repository_policy.forbidden_paths[0]");
     assert!(!reply.contains(&"b".repeat(100)), "the glob is echoed");
 }

@@ -30,6 +30,35 @@ const ATTEMPTS: u32 = 8;
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
 const MAX_PAUSE: Duration = Duration::from_secs(2);
 
+/// The retry schedule of one call over HTTP (none for a server in this process, whose
+/// transport cannot lose an answer).
+struct Backoff {
+    retries: bool,
+    attempt: u32,
+    pause: Duration,
+}
+
+impl Backoff {
+    fn for_target(target: &Target) -> Self {
+        Self {
+            retries: matches!(target, Target::Url { .. }),
+            attempt: 1,
+            pause: FIRST_PAUSE,
+        }
+    }
+
+    /// Waits before the next attempt; false when no attempt is left.
+    async fn wait(&mut self) -> bool {
+        if !self.retries || self.attempt >= ATTEMPTS {
+            return false;
+        }
+        tokio::time::sleep(self.pause).await;
+        self.pause = (self.pause * 2).min(MAX_PAUSE);
+        self.attempt += 1;
+        true
+    }
+}
+
 /// A connection to the server that reconnects and retries over HTTP.
 pub(crate) struct Client {
     target: Target,
@@ -48,17 +77,15 @@ impl Client {
         F: Fn(Peer<RoleClient>) -> Fut,
         Fut: Future<Output = Result<T, ServiceError>>,
     {
-        let retries = matches!(self.target, Target::Url { .. });
-        let mut pause = FIRST_PAUSE;
-        let mut attempt = 1;
+        let mut backoff = Backoff::for_target(&self.target);
         loop {
             let error = match op(self.peer().await).await {
-                Err(e) if retries && attempt < ATTEMPTS && is_transport(&e) => e,
+                Err(e) if is_transport(&e) => e,
                 done => return done,
             };
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(MAX_PAUSE);
-            attempt += 1;
+            if !backoff.wait().await {
+                return Err(error);
+            }
             if matches!(error, ServiceError::TransportClosed)
                 && let Ok(fresh) = connect_once(&self.target).await
             {
@@ -123,17 +150,14 @@ fn is_transport(e: &ServiceError) -> bool {
 
 /// Connects to `target`, retrying a refused or cut handshake over HTTP like any call.
 pub(crate) async fn connect(target: &Target) -> Result<Client, StageError> {
-    let mut pause = FIRST_PAUSE;
-    let mut attempt = 1;
+    let mut backoff = Backoff::for_target(target);
     let running = loop {
         match connect_once(target).await {
             Ok(running) => break running,
-            Err(StageError::Connect(_))
-                if matches!(target, Target::Url { .. }) && attempt < ATTEMPTS =>
-            {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(MAX_PAUSE);
-                attempt += 1;
+            Err(e @ StageError::Connect(_)) => {
+                if !backoff.wait().await {
+                    return Err(e);
+                }
             }
             Err(e) => return Err(e),
         }
