@@ -70,7 +70,7 @@ FOUR_TOOLS = [START, GET_ACTIVE, PREPARE, SUBMIT]
 BOOTSTRAP_URI = "rimthan://bootstrap/agent-entrypoint"
 
 HARNESS = "claude-code"
-ADAPTER = {"id": "claude-code", "version": "1.1.0"}
+ADAPTER = {"id": "claude-code", "version": "1.2.0"}
 CAPABILITIES = [
     "mcp.tools",
     "mcp.resources",
@@ -780,7 +780,7 @@ async def test_a_harness_the_workflow_does_not_pin_is_blocked(
                 result = await call(
                     client,
                     START,
-                    start_arguments(workflow, harness=harness, adapter={"id": harness, "version": "1.1.0"}),
+                    start_arguments(workflow, harness=harness, adapter={"id": harness, "version": "1.2.0"}),
                 )
                 assert result.is_error is True
                 sc = result.structured_content

@@ -61,6 +61,11 @@ async fn a_workflow_needing_read_only_validators_blocks_where_the_host_only_inst
     .unwrap();
     let mut start = start_request("codex");
     start.workflow_id = "checklist".parse().unwrap();
+    // The checklist workflow pins the codex adapter this test release carries.
+    start.host.adapter = Some(rimthan_engine::AdapterDeclaration {
+        id: Some("codex".into()),
+        version: Some("1.1.0".into()),
+    });
     assert!(
         start
             .host

@@ -39,7 +39,7 @@ const REPORT_MUTATIONS: &[ReportMutation] = &[
     ),
     (
         "validator_version",
-        |r| r[0].validator_version = "2.0.0".into(),
+        |r| r[0].validator_version = "9.9.9".into(),
         &["report_unexpected"],
     ),
     (

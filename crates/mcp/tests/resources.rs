@@ -24,9 +24,14 @@ async fn reads_are_byte_identical_to_manifest_entries_and_listed_in_uri_order() 
         .unwrap()
         .clone();
     let client = duplex_client(server(Profile::WorkflowEngine).await).await;
-    let listed = client.list_resources(None).await.unwrap();
-    assert!(listed.next_cursor.is_none());
-    let uris: Vec<_> = listed.resources.iter().map(|r| r.uri.clone()).collect();
+    let first = client.list_resources(None).await.unwrap();
+    assert_eq!(first.resources.len(), rimthan_mcp::PAGE_SIZE);
+    assert!(
+        first.next_cursor.is_some(),
+        "the release lists more than one page"
+    );
+    let listed = client.list_all_resources().await.unwrap();
+    let uris: Vec<_> = listed.iter().map(|r| r.uri.clone()).collect();
     let mut sorted = uris.clone();
     sorted.sort();
     assert_eq!(uris, sorted);

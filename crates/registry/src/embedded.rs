@@ -24,7 +24,7 @@ include!(concat!(env!("OUT_DIR"), "/embedded_files.rs"));
 pub const DEFAULT_RELEASE_ID: &str = "2026.12.0";
 /// SHA-256 of the embedded default release's `manifest.json`.
 pub const DEFAULT_MANIFEST_SHA256: &str =
-    "42ef70f21702659d8c66255aeac8907aca125632f8f3ffa67076894c144091c3";
+    "75fa5843b1e44bf830c2598040affcb571a209f636352e8ca95b24b70f4fc323";
 /// Id of the repository's development key that signs the embedded default release.
 pub const DEFAULT_KEY_ID: &str = "00220f89c0584f55";
 

@@ -9,5 +9,6 @@ mod instance;
 mod manifest_fuzz;
 mod path_properties;
 mod report_contract;
+mod research_method;
 mod shipped_release;
 mod sources;

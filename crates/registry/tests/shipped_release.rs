@@ -226,7 +226,8 @@ fn renditions_parse_as_their_hosts_formats() {
         assert_ne!(codex.sha256, claude.sha256);
         seen += 1;
     }
-    assert_eq!(seen, 5);
+    // Five subagents at 1.0.0, and the three research validators again at 2.0.0.
+    assert_eq!(seen, 8);
     let skill = release
         .asset(
             AssetKind::Skill,
@@ -244,16 +245,22 @@ fn renditions_parse_as_their_hosts_formats() {
 #[test]
 fn shipped_schemas_include_the_session_and_report_schemas() {
     let release = stable();
-    let ids: Vec<_> = release.schemas().map(|s| s.entry().id.clone()).collect();
+    let ids: Vec<_> = release
+        .schemas()
+        .map(|s| format!("{}@{}", s.entry().id, s.entry().version))
+        .collect();
     assert_eq!(
         ids,
         [
-            "migration-change",
-            "migration-check-report",
-            "research-question",
-            "source-list",
-            "validator-report",
-            "workflow-session"
+            "migration-change@1.0.0",
+            "migration-check-report@1.0.0",
+            "research-question@1.0.0",
+            "research-question@2.0.0",
+            "source-list@1.0.0",
+            "source-list@2.0.0",
+            "validator-report@1.0.0",
+            "validator-report@2.0.0",
+            "workflow-session@1.0.0"
         ]
     );
     let report = release

@@ -7,6 +7,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 
 import { CLAUDE, RIMTHAN, claudeEnv, run, scratch, stagedProject, startServer } from './support.mjs';
@@ -60,6 +61,31 @@ test('claude: mcp list connects to rimthan over HTTP and over stdio', async () =
   const { stdout } = await run(CLAUDE, ['mcp', 'list'], { env, cwd: project, timeout: 60_000 });
   assert.match(stdout, new RegExp(`rimthan: ${server.url.replaceAll('.', '\\.')} \\(HTTP\\) - ✔ Connected`));
   assert.match(stdout, /rimthan-stdio: .* - ✔ Connected/);
+});
+
+test('claude: a header registered as ${RIMTHAN_TOKEN} is stored unexpanded and sent with the token from the environment', async () => {
+  // The adapter's registration line, as the shell passes it inside single quotes.
+  const token = 'hosts-test-token-0123456789abcdef';
+  const tokens = join(scratch('claude-tokens'), 'tokens.json');
+  const digest = createHash('sha256').update(token).digest('hex');
+  writeFileSync(tokens, JSON.stringify({ tokens: [{ sha256: digest, principal: 'alice', organization: 'example', scopes: ['rimthan:workflow'] }] }));
+  const guarded = await startServer(['--auth', 'tokens', '--auth-tokens-file', tokens]);
+  try {
+    const shared = scratch('claude-shared');
+    await run('git', ['init', '--quiet'], { cwd: shared, env: { PATH: process.env.PATH } });
+    const env = claudeEnv(scratch('claude-home'));
+    await run(CLAUDE, ['mcp', 'add', '--transport', 'http', '-s', 'project', 'rimthan', guarded.url, '--header', 'Authorization: Bearer ${RIMTHAN_TOKEN}'], { env, cwd: shared });
+    const committed = readFileSync(join(shared, '.mcp.json'), 'utf8');
+    assert.ok(committed.includes('"Bearer ${RIMTHAN_TOKEN}"'), committed);
+    assert.ok(!committed.includes(token));
+    mkdirSync(join(shared, '.claude'));
+    writeFileSync(join(shared, '.claude', 'settings.local.json'), JSON.stringify({ enabledMcpjsonServers: ['rimthan'] }));
+    const list = async (extra) => (await run(CLAUDE, ['mcp', 'list'], { env: { ...env, ...extra }, cwd: shared, timeout: 60_000 })).stdout;
+    assert.match(await list({ RIMTHAN_TOKEN: token }), /rimthan: .*✔ Connected/);
+    assert.doesNotMatch(await list({ RIMTHAN_TOKEN: 'not-the-token' }), /rimthan: .*✔ Connected/);
+  } finally {
+    await guarded.stop();
+  }
 });
 
 test('claude: a session lists the four tools, the rendered agents, skill and command, and a tool call reaches the server', async () => {

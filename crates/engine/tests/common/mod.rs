@@ -135,7 +135,7 @@ pub fn start_request(harness: &str) -> StartRequest {
             harness: harness.into(),
             adapter: Some(AdapterDeclaration {
                 id: Some(harness.into()),
-                version: Some("1.1.0".into()),
+                version: Some("1.2.0".into()),
             }),
             capabilities: all_host_capabilities(),
             validator_capabilities: vec![

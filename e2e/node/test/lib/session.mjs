@@ -85,7 +85,7 @@ export const [RESEARCH] = WORKFLOWS;
 
 export const HOST = Object.freeze({
   harness: "codex",
-  adapter: { id: "codex", version: "1.1.0" },
+  adapter: { id: "codex", version: "1.2.0" },
   capabilities: [
     "mcp.tools",
     "mcp.resources",
@@ -112,7 +112,7 @@ export const blockedStartArguments = () =>
 export const unpinnedStarts = () =>
   WORKFLOWS.flatMap((wf) => wf.unpinnedHarnesses.map((harness) => ({
     wf, harness,
-    args: startArguments(wf, { ...hostFor(wf), harness, adapter: { id: harness, version: "1.1.0" } }),
+    args: startArguments(wf, { ...hostFor(wf), harness, adapter: { id: harness, version: "1.2.0" } }),
   })));
 
 export const sha256 = (bytes) => createHash("sha256").update(bytes).digest("hex");
