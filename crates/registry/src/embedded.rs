@@ -24,7 +24,7 @@ include!(concat!(env!("OUT_DIR"), "/embedded_files.rs"));
 pub const DEFAULT_RELEASE_ID: &str = "2026.12.0";
 /// SHA-256 of the embedded default release's `manifest.json`.
 pub const DEFAULT_MANIFEST_SHA256: &str =
-    "75fa5843b1e44bf830c2598040affcb571a209f636352e8ca95b24b70f4fc323";
+    "62fabdf90c87e1ce23284019b11d3d4e9fb99eef085ce48592c98f64d9426383";
 /// Id of the repository's development key that signs the embedded default release.
 pub const DEFAULT_KEY_ID: &str = "00220f89c0584f55";
 
