@@ -122,7 +122,9 @@ def release_examples(workflow_id: str) -> dict[str, bytes]:
     """Per declared output path of a workflow in the built default release, the bytes of its
     worked example: the step document's `example`, else its schema's `examples[0]` as JSON."""
     release = only_dir(DEFAULT_RELEASES, "release")
-    version = only_dir(release / "workflows" / workflow_id, f"version of {workflow_id}")
+    # The newest version: what a start that names none gets.
+    versions = [p for p in (release / "workflows" / workflow_id).iterdir() if p.is_dir()]
+    version = max(versions, key=lambda p: tuple(int(n) for n in p.name.split(".")))
     examples: dict[str, bytes] = {}
     for step_file in sorted((version / "steps").glob("*.json")):
         for output in json.loads(step_file.read_bytes())["outputs"]:

@@ -36,11 +36,13 @@ describe("MCP Inspector CLI, Streamable HTTP", () => {
   });
 
   test("resources/list: the release's resources and the bootstrap entrypoint, sorted", async () => {
-    // The Inspector CLI shows the first page; the release lists more than one.
     const { result } = await cli.method("resources/list");
     const uris = result.resources.map((r) => r.uri);
     assert.ok(uris.includes("rimthan://bootstrap/agent-entrypoint"));
-    assert.ok(result.nextCursor, "a cursor to the next page");
+    for (const wf of WORKFLOWS) {
+      const definition = new RegExp(`^rimthan://registry/[^/]+/workflows/${wf.id}/1\\.0\\.0/definition$`);
+      assert.ok(uris.some((u) => definition.test(u)), `${wf.id} definition listed:\n${uris.join("\n")}`);
+    }
     assert.deepEqual(uris, [...uris].sort());
   });
 

@@ -198,13 +198,25 @@ async function onlyDir(parent, what) {
   return join(parent, found[0]);
 }
 
+/** The newest version folder under `parent`: the version a start that names none gets. */
+async function newestVersionDir(parent) {
+  const parse = (v) => v.split(".").map(Number);
+  const found = (await readdir(parent, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name);
+  assert.ok(found.length > 0, `no version under ${parent}`);
+  found.sort((a, b) => {
+    const [x, y] = [parse(a), parse(b)];
+    return x[0] - y[0] || x[1] - y[1] || x[2] - y[2];
+  });
+  return join(parent, found.at(-1));
+}
+
 /**
  * Per declared output path of a workflow in the built default release, the bytes of its worked
  * example: the step document's `example`, else its schema's `examples[0]` as JSON.
  */
 async function loadReleaseExamples(workflowId) {
   const release = await onlyDir(releasesRoot, "release");
-  const version = await onlyDir(join(release, "workflows", workflowId), `version of ${workflowId}`);
+  const version = await newestVersionDir(join(release, "workflows", workflowId));
   const stepsDir = join(version, "steps");
   const examples = new Map();
   for (const name of (await readdir(stepsDir)).filter((n) => n.endsWith(".json")).sort()) {
