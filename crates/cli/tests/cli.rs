@@ -181,6 +181,37 @@ fn usage_errors_exit_2_and_bad_arguments_exit_1() {
 }
 
 #[test]
+fn an_openid_issuer_the_server_cannot_trust_stops_start_up() {
+    let serve = |extra: &[&str]| {
+        let mut args = vec![
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            "sqlite::memory:",
+        ];
+        args.extend_from_slice(extra);
+        rimthan(&args)
+    };
+    let missing = serve(&["--auth", "oidc"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(text(&missing.stderr).contains("--auth oidc needs --oidc-issuer"));
+    // Keys fetched in the clear from another machine could come from anyone on the path.
+    let plain = serve(&[
+        "--auth",
+        "oidc",
+        "--oidc-issuer",
+        "http://id.example.com/realms/lab",
+    ]);
+    assert_eq!(plain.status.code(), Some(1));
+    assert!(
+        text(&plain.stderr).contains("over https"),
+        "{}",
+        text(&plain.stderr)
+    );
+}
+
+#[test]
 fn keygen_never_overwrites_a_key() {
     let work = tempfile::tempdir().unwrap();
     let key = work.path().join("k");

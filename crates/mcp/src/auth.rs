@@ -220,6 +220,14 @@ impl Credentials {
         })
     }
 
+    /// Whether this holds no key or token at all.
+    pub(crate) fn is_empty(&self) -> bool {
+        match self {
+            Credentials::Tokens(table) => table.is_empty(),
+            Credentials::Jwt { keys, .. } => keys.is_empty(),
+        }
+    }
+
     /// The principal and scopes a bearer token proves, or why not.
     pub(crate) fn verify(&self, token: &str) -> Result<(Principal, Vec<String>), &'static str> {
         match self {
@@ -285,11 +293,7 @@ impl Credentials {
                     .get(organization_claim)
                     .and_then(|v| v.as_str())
                     .map(str::to_owned);
-                let scopes = claims
-                    .get("scope")
-                    .and_then(|v| v.as_str())
-                    .map(|s| s.split_whitespace().map(str::to_owned).collect())
-                    .unwrap_or_default();
+                let scopes = scopes_of(&claims);
                 Ok((
                     Principal {
                         subject,
@@ -300,6 +304,27 @@ impl Credentials {
             }
         }
     }
+}
+
+/// The granted scopes: RFC 9068's space-separated `scope`, or `scp` as Entra ID (a
+/// space-separated string) and Okta (an array) write it.
+fn scopes_of(claims: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+    let words = |v: &serde_json::Value| -> Vec<String> {
+        match v {
+            serde_json::Value::String(s) => s.split_whitespace().map(str::to_owned).collect(),
+            serde_json::Value::Array(items) => items
+                .iter()
+                .filter_map(|i| i.as_str())
+                .map(str::to_owned)
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    ["scope", "scp"]
+        .iter()
+        .filter_map(|name| claims.get(*name))
+        .flat_map(words)
+        .collect()
 }
 
 /// The authentication layer's settings.
@@ -396,7 +421,7 @@ pub async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: 
     let Some(token) = token else {
         return auth.challenge(StatusCode::UNAUTHORIZED, None, None);
     };
-    match auth.verifier.verify(token) {
+    match auth.verifier.verify(token).await {
         Err(reason) => {
             tracing::info!(reason, "bearer token refused");
             auth.challenge(

@@ -1,6 +1,7 @@
-//! Credential files that change under a running server: a token file or a JWKS is read at
-//! start, and read again when it changes, so adding a token or publishing a new signing key
-//! needs no restart (`docs/operations/deploy.md` §5).
+//! Credentials that change under a running server: a token file or a JWKS is read at start,
+//! and read again when it changes (or on SIGHUP), so adding a token or publishing a new signing
+//! key needs no restart; an OpenID provider's keys are kept current by [`OidcProvider`]
+//! (`docs/operations/deploy.md` §5).
 //!
 //! The file's size and modification time are looked at no more than once per
 //! [`RECHECK`] on the request path, and at once when a JWT names a key the set does not hold,
@@ -15,7 +16,10 @@ use std::{
 
 use rimthan_engine::Principal;
 
-use crate::auth::{AuthConfigError, Credentials, UNKNOWN_SIGNING_KEY};
+use crate::{
+    auth::{AuthConfigError, Credentials, UNKNOWN_SIGNING_KEY},
+    oidc::OidcProvider,
+};
 
 /// How often the request path looks at the file for a change.
 pub(crate) const RECHECK: Duration = Duration::from_secs(1);
@@ -64,15 +68,92 @@ struct Loaded {
     checked: Instant,
 }
 
-/// How callers prove who they are: the credentials of one file, kept current.
+/// How callers prove who they are: the credentials of one file, or of an OpenID provider,
+/// kept current.
 #[derive(Debug, Clone)]
-pub struct Verifier {
-    path: PathBuf,
-    format: Format,
-    loaded: Arc<RwLock<Loaded>>,
+pub struct Verifier(Source);
+
+#[derive(Debug, Clone)]
+enum Source {
+    File(Arc<FileCredentials>),
+    Oidc(Arc<OidcProvider>),
 }
 
 impl Verifier {
+    /// Reads a token file: `{"tokens": [{"sha256", "principal", "organization", "scopes"}]}`.
+    pub fn tokens_from_file(path: &Path) -> Result<Self, AuthConfigError> {
+        FileCredentials::open(path, Format::Tokens).map(|f| Self(Source::File(Arc::new(f))))
+    }
+
+    /// Reads a JWKS file for JWT validation.
+    pub fn jwt_from_file(
+        path: &Path,
+        issuer: String,
+        audience: String,
+        organization_claim: String,
+    ) -> Result<Self, AuthConfigError> {
+        let format = Format::Jwks {
+            issuer,
+            audience,
+            organization_claim,
+        };
+        FileCredentials::open(path, format).map(|f| Self(Source::File(Arc::new(f))))
+    }
+
+    /// JWTs checked against an OpenID provider's published keys.
+    pub fn oidc(provider: Arc<OidcProvider>) -> Self {
+        Self(Source::Oidc(provider))
+    }
+
+    /// Starts keeping an OpenID provider's keys current (a task on the running runtime);
+    /// files need nothing started.
+    pub fn start(&self) {
+        if let Source::Oidc(provider) = &self.0 {
+            provider.spawn_refresher();
+        }
+    }
+
+    /// Whether tokens can be checked now, or why not (`/readyz`).
+    pub fn ready(&self) -> Result<(), String> {
+        match &self.0 {
+            Source::File(_) => Ok(()),
+            Source::Oidc(provider) => provider.ready(),
+        }
+    }
+
+    /// Reads the file or fetches the provider's keys again now (SIGHUP).
+    pub async fn reload(&self) {
+        match &self.0 {
+            Source::File(file) => {
+                file.current(true);
+            }
+            Source::Oidc(provider) => {
+                provider.refresh().await;
+            }
+        }
+    }
+
+    /// The principal and scopes a bearer token proves, or why not.
+    pub(crate) async fn verify(
+        &self,
+        token: &str,
+    ) -> Result<(Principal, Vec<String>), &'static str> {
+        match &self.0 {
+            Source::File(file) => file.verify(token),
+            Source::Oidc(provider) => provider.verify(token).await,
+        }
+    }
+}
+
+/// The credentials of one file, re-read when it changes.
+#[derive(Debug)]
+struct FileCredentials {
+    path: PathBuf,
+    format: Format,
+    loaded: RwLock<Loaded>,
+}
+
+impl FileCredentials {
     fn open(path: &Path, format: Format) -> Result<Self, AuthConfigError> {
         let error = |reason: String| AuthConfigError {
             file: path.display().to_string(),
@@ -84,34 +165,12 @@ impl Verifier {
         Ok(Self {
             path: path.to_owned(),
             format,
-            loaded: Arc::new(RwLock::new(Loaded {
+            loaded: RwLock::new(Loaded {
                 credentials: Arc::new(credentials),
                 stamp: before,
                 checked: Instant::now(),
-            })),
+            }),
         })
-    }
-
-    /// Reads a token file: `{"tokens": [{"sha256", "principal", "organization", "scopes"}]}`.
-    pub fn tokens_from_file(path: &Path) -> Result<Self, AuthConfigError> {
-        Self::open(path, Format::Tokens)
-    }
-
-    /// Reads a JWKS file for JWT validation.
-    pub fn jwt_from_file(
-        path: &Path,
-        issuer: String,
-        audience: String,
-        organization_claim: String,
-    ) -> Result<Self, AuthConfigError> {
-        Self::open(
-            path,
-            Format::Jwks {
-                issuer,
-                audience,
-                organization_claim,
-            },
-        )
     }
 
     /// The credentials in force, re-read first when the file changed. `now` re-checks even
@@ -148,8 +207,7 @@ impl Verifier {
         loaded.credentials.clone()
     }
 
-    /// The principal and scopes a bearer token proves, or why not.
-    pub(crate) fn verify(&self, token: &str) -> Result<(Principal, Vec<String>), &'static str> {
+    fn verify(&self, token: &str) -> Result<(Principal, Vec<String>), &'static str> {
         match self.current(false).verify(token) {
             Err(UNKNOWN_SIGNING_KEY) => self.current(true).verify(token),
             done => done,

@@ -80,7 +80,16 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-async fn readyz(State(server): State<RimthanServer>) -> impl IntoResponse {
+async fn readyz(
+    State((server, auth)): State<(RimthanServer, Option<Arc<auth::Auth>>)>,
+) -> impl IntoResponse {
+    if let Some(Err(reason)) = auth.as_ref().map(|a| a.verifier.ready()) {
+        tracing::warn!(%reason, "identity provider not ready");
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("identity provider not ready: {reason}\n"),
+        );
+    }
     let engine = server.engine();
     let registry = engine.releases().snapshot();
     if registry
@@ -89,14 +98,17 @@ async fn readyz(State(server): State<RimthanServer>) -> impl IntoResponse {
     {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
-            "active channel names no verified release\n",
+            "active channel names no verified release\n".to_owned(),
         );
     }
     match engine.store().ping().await {
-        Ok(()) => (StatusCode::OK, "ready\n"),
+        Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
         Err(e) => {
             tracing::warn!(error = %e, "store not reachable");
-            (StatusCode::SERVICE_UNAVAILABLE, "store not reachable\n")
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store not reachable\n".to_owned(),
+            )
         }
     }
 }
@@ -212,11 +224,14 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
         .route_service(MCP_PATH, mcp)
         .layer(middleware::from_fn_with_state(replay, replay::replay))
         .layer(middleware::from_fn(framing::framing));
+    let ready = Router::new()
+        .route("/readyz", get(readyz))
+        .with_state((server.clone(), config.auth.clone()));
     let mut app = Router::new()
         .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .with_state(server);
+        .with_state(server)
+        .merge(ready);
     if let Some(auth) = &config.auth {
         mcp_routes = mcp_routes.layer(middleware::from_fn_with_state(auth.clone(), auth::require));
         let metadata = auth.metadata();

@@ -17,6 +17,7 @@ mod credentials;
 mod framing;
 pub mod http;
 mod metrics;
+pub mod oidc;
 mod profile;
 mod prompts;
 pub mod reload;

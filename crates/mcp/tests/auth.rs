@@ -204,6 +204,33 @@ async fn jwts_are_checked_for_signature_issuer_audience_and_expiry() {
     client.cancel().await.unwrap();
 }
 
+#[tokio::test]
+async fn scopes_are_read_from_scope_or_from_scp_as_a_string_or_an_array() {
+    let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+    let (_dir, served) = serve_jwks(&json!({"keys": [ed25519_jwk(&key, "k1")]})).await;
+    let with = |grant: Value| {
+        let mut claims = json!({"iss": "https://issuer.example", "aud": served.url,
+            "exp": now() + 600, "sub": "ada", "org": "lab"});
+        claims
+            .as_object_mut()
+            .unwrap()
+            .extend(grant.as_object().unwrap().clone());
+        jwt(&key, claims)
+    };
+    for (grant, status) in [
+        (json!({"scp": "openid rimthan:workflow"}), "200"),
+        (json!({"scp": ["openid", "rimthan:workflow"]}), "200"),
+        (json!({"scp": ["openid"]}), "403"),
+        (json!({}), "403"),
+    ] {
+        let response = head(served.addr, &initialize(Some(&with(grant.clone())))).await;
+        assert!(
+            response.starts_with(&format!("HTTP/1.1 {status}")),
+            "{grant}: {response}"
+        );
+    }
+}
+
 /// A test-only RSA key pair (`tests/data/jwt/`, PKCS#1 DER, made for these tests and nothing else):
 /// the private key to sign with, and its public JWK, which pins `alg: RS256`.
 fn rsa_key() -> (jsonwebtoken::EncodingKey, Value) {

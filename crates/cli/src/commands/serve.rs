@@ -12,6 +12,7 @@ use rimthan_mcp::{
     auth::{Auth, Verifier},
     conn::ConnectionLimits,
     http::{self, HttpConfig, MCP_PATH},
+    oidc::OidcProvider,
 };
 use rimthan_registry::{
     ChannelName, RegistryFiles, external_policy, verify_embedded, verify_registry,
@@ -76,9 +77,13 @@ pub(crate) struct ServeArgs {
     /// a secret generated once and kept in the database).
     #[arg(long, env = "RIMTHAN_CHECKPOINT_SECRET_FILE")]
     checkpoint_secret_file: Option<PathBuf>,
-    /// Caller authentication: none, tokens or jwt.
+    /// Caller authentication: none, tokens, jwt or oidc.
     #[arg(long, env = "RIMTHAN_AUTH", default_value = "none")]
     auth: String,
+    /// With --auth oidc: the OpenID provider's issuer URL, exactly as its discovery document
+    /// names it; its keys come from discovery, and it is advertised as the authorization server.
+    #[arg(long, env = "RIMTHAN_OIDC_ISSUER")]
+    oidc_issuer: Option<String>,
     /// With --auth tokens: the JSON file of hashed tokens.
     #[arg(long, env = "RIMTHAN_AUTH_TOKENS_FILE")]
     auth_tokens_file: Option<PathBuf>,
@@ -88,7 +93,7 @@ pub(crate) struct ServeArgs {
     /// With --auth jwt: the required `iss`; also advertised as the authorization server.
     #[arg(long, env = "RIMTHAN_JWT_ISSUER")]
     jwt_issuer: Option<String>,
-    /// With --auth jwt: the claim naming the caller's organization.
+    /// With --auth jwt or oidc: the claim naming the caller's organization.
     #[arg(long, env = "RIMTHAN_JWT_ORGANIZATION_CLAIM", default_value = "org")]
     jwt_organization_claim: String,
     /// The scope callers need.
@@ -179,6 +184,10 @@ impl ServeArgs {
             let releases = Arc::new(Releases::new(registry, channel));
             let engine = Arc::new(Engine::new(releases, store, secret).await?);
             let server = RimthanServer::new(engine, profile);
+            if let Some(auth) = &auth {
+                auth.verifier.start();
+                reload_credentials_on_hangup(auth.verifier.clone());
+            }
             match self.registry.clone() {
                 Some(dir) => {
                     let interval = std::time::Duration::from_secs(self.reload_interval.max(1));
@@ -254,19 +263,49 @@ impl ServeArgs {
                 )
                 .map_err(|e| InputError(e.to_string()))?
             }
+            "oidc" => {
+                let issuer = self
+                    .oidc_issuer
+                    .clone()
+                    .ok_or_else(|| InputError("--auth oidc needs --oidc-issuer".into()))?;
+                let provider = OidcProvider::new(
+                    issuer,
+                    resource.clone(),
+                    self.jwt_organization_claim.clone(),
+                )
+                .map_err(|e| InputError(e.to_string()))?;
+                Verifier::oidc(provider)
+            }
             other => {
                 return Err(InputError(format!(
-                    "unknown auth mode {other:?}: use none, tokens or jwt"
+                    "unknown auth mode {other:?}: use none, tokens, jwt or oidc"
                 ))
                 .into());
             }
         };
+        let issuer = match self.auth.as_str() {
+            "oidc" => self.oidc_issuer.clone(),
+            _ => self.jwt_issuer.clone(),
+        };
         Ok(Some(Arc::new(Auth {
             verifier,
             resource,
-            authorization_servers: self.jwt_issuer.iter().cloned().collect(),
+            authorization_servers: issuer.into_iter().collect(),
             scope: self.required_scope.clone(),
         })))
+    }
+}
+
+/// SIGHUP re-reads the token or JWKS file, or fetches the OpenID provider's keys, at once.
+fn reload_credentials_on_hangup(verifier: Verifier) {
+    #[cfg(unix)]
+    if let Ok(mut hangup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        tokio::spawn(async move {
+            while hangup.recv().await.is_some() {
+                tracing::info!("SIGHUP: reloading credentials");
+                verifier.reload().await;
+            }
+        });
     }
 }
 

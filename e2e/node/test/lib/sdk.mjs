@@ -7,10 +7,13 @@ import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 
 const INFO = { name: "rimthan-e2e-typescript-sdk", version: "1.0.0" };
 
-/** mode: 'legacy' (initialize + Mcp-Session-Id) or { pin: '2026-07-28' } (server/discover). */
-export async function httpClient(url, mode) {
+/**
+ * mode: 'legacy' (initialize + Mcp-Session-Id) or { pin: '2026-07-28' } (server/discover);
+ * `headers` go on every request (an Authorization header, say).
+ */
+export async function httpClient(url, mode, headers = {}) {
   const client = new Client(INFO, { versionNegotiation: { mode } });
-  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } }));
   return client;
 }
 

@@ -295,6 +295,32 @@ async function persistSessionFile(project, payload) {
 }
 
 /**
+ * One step of a session: attest, prepare, submit passing reports. Returns the next payload
+ * (status "active" or "completed"), after saving its session file.
+ */
+export async function advance(driver, project, payload, wf, host = hostFor(wf)) {
+  const step = payload.step;
+  const prepare = { checkpoint: payload.checkpoint, step_id: step.id };
+  if (step.kind === "setup") prepare.host_attestation = await hostAttestation(driver, project, payload, host);
+  else prepare.output_attestation = await outputAttestation(project, step, wf);
+  const prepared = await driver.call(PREPARE, prepare);
+  assert.notEqual(prepared.isError, true, JSON.stringify(prepared.structured));
+  const plan = prepared.structured;
+  assert.equal(plan.status, "ready", JSON.stringify(plan));
+  const submitted = await driver.call(SUBMIT, {
+    checkpoint: payload.checkpoint,
+    validation_id: plan.validation_id,
+    reports: passingReports(plan, wf),
+  });
+  assert.notEqual(submitted.isError, true, JSON.stringify(submitted.structured));
+  assert.notEqual(submitted.structured.checkpoint, payload.checkpoint, "submitting moves the checkpoint");
+  const next = submitted.structured;
+  assert.ok(["active", "completed"].includes(next.status), JSON.stringify(next));
+  await persistSessionFile(project, next);
+  return next;
+}
+
+/**
  * A whole session. `driver` = { call(tool, args) -> { structured, isError }, read(uri) -> result }.
  * Returns { final, steps } after asserting every step ends in status "completed".
  */
@@ -311,25 +337,8 @@ export async function runSession(driver, project, wf) {
   let guard = 0;
   while (payload.status !== "completed") {
     assert.ok(++guard <= 10, "the session ends within ten steps");
-    const step = payload.step;
-    steps.push(step.id);
-    const prepare = { checkpoint: payload.checkpoint, step_id: step.id };
-    if (step.kind === "setup") prepare.host_attestation = await hostAttestation(driver, project, payload, host);
-    else prepare.output_attestation = await outputAttestation(project, step, wf);
-    const prepared = await driver.call(PREPARE, prepare);
-    assert.notEqual(prepared.isError, true, JSON.stringify(prepared.structured));
-    const plan = prepared.structured;
-    assert.equal(plan.status, "ready", JSON.stringify(plan));
-    const submitted = await driver.call(SUBMIT, {
-      checkpoint: payload.checkpoint,
-      validation_id: plan.validation_id,
-      reports: passingReports(plan, wf),
-    });
-    assert.notEqual(submitted.isError, true, JSON.stringify(submitted.structured));
-    assert.notEqual(submitted.structured.checkpoint, payload.checkpoint, "submitting moves the checkpoint");
-    payload = submitted.structured;
-    assert.ok(["active", "completed"].includes(payload.status), JSON.stringify(payload));
-    await persistSessionFile(project, payload);
+    steps.push(payload.step.id);
+    payload = await advance(driver, project, payload, wf, host);
   }
   assert.deepEqual(steps, wf.steps);
   assert.equal(payload.step ?? null, null, "no active step once completed");
