@@ -2,7 +2,8 @@
 # Third-party-client end-to-end tests of the real rimthan binary with software nobody on the team
 # wrote: the official TypeScript SDK (@modelcontextprotocol/client v2; Streamable HTTP in the
 # legacy era and pinned to 2026-07-28, and stdio) and the MCP Inspector CLI
-# (@modelcontextprotocol/inspector v2). Runs `node --test`; its closing summary is the verdict.
+# (@modelcontextprotocol/inspector v2), and `--auth oidc` against a real OpenID provider (the
+# oidc-provider package). Runs `node --test`; its closing summary is the verdict.
 #
 # Needs: RIMTHAN_BIN (the built binary), npm, and the npm registry for the first `npm ci`.
 # Node 22 (the Inspector needs >= 22.19) comes from the npm package node@22, installed locally

@@ -12,8 +12,9 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Response},
 };
+pub use jsonwebtoken::Algorithm;
 use jsonwebtoken::{
-    Algorithm, DecodingKey, Validation,
+    DecodingKey, Validation,
     jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, KeyAlgorithm},
 };
 use rimthan_engine::Principal;
@@ -51,10 +52,47 @@ impl std::fmt::Debug for PinnedKey {
     }
 }
 
-/// The asymmetric signature algorithm a JWK is for: its `alg`, or without one the algorithm its
-/// key type and curve imply (RSA: RS256; P-256: ES256; P-384: ES384; Ed25519: EdDSA). Shared
-/// secrets (`oct`), encryption algorithms and unknown key types are refused.
-fn key_algorithm(jwk: &Jwk) -> Result<Algorithm, String> {
+/// The algorithms accepted unless configured otherwise, in order of preference: a key without
+/// `alg` gets the first one that fits its type (an RSA key: RS256).
+pub const DEFAULT_ALGORITHMS: [Algorithm; 9] = [
+    Algorithm::RS256,
+    Algorithm::ES256,
+    Algorithm::ES384,
+    Algorithm::EdDSA,
+    Algorithm::PS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS384,
+    Algorithm::PS512,
+];
+
+/// How JWTs are judged: the issuer, audience and organization claim they must carry, and the
+/// signature algorithms keys may be pinned to.
+#[derive(Debug, Clone)]
+pub struct JwtRules {
+    /// Required `iss`.
+    pub issuer: String,
+    /// Required `aud` (the server's resource URL).
+    pub audience: String,
+    /// The claim that names the organization.
+    pub organization_claim: String,
+    /// Allowed algorithms, in order of preference for keys that declare none.
+    pub algorithms: Vec<Algorithm>,
+}
+
+fn names(algorithms: &[Algorithm]) -> String {
+    algorithms
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The asymmetric signature algorithm a JWK is for: its `alg`, which must be allowed, or without
+/// one the first allowed algorithm its key type and curve fit (RSA: RS*/PS*; P-256: ES256;
+/// P-384: ES384; Ed25519: EdDSA). Shared secrets (`oct`), encryption algorithms and unknown key
+/// types are refused.
+fn key_algorithm(jwk: &Jwk, allowed: &[Algorithm]) -> Result<Algorithm, String> {
     let family = match &jwk.algorithm {
         AlgorithmParameters::OctetKey(_) => {
             return Err("a shared-secret (oct) key: anyone who can verify with it can sign; publish the issuer's public keys only".into());
@@ -68,13 +106,29 @@ fn key_algorithm(jwk: &Jwk) -> Result<Algorithm, String> {
         AlgorithmParameters::OctetKeyPair(okp) if okp.curve == EllipticCurve::Ed25519 => "Ed25519",
         _ => return Err("a key type that signs nothing this server verifies".into()),
     };
+    let fits = |algorithm: Algorithm| {
+        matches!(
+            (family, algorithm),
+            (
+                "RSA",
+                Algorithm::RS256
+                    | Algorithm::RS384
+                    | Algorithm::RS512
+                    | Algorithm::PS256
+                    | Algorithm::PS384
+                    | Algorithm::PS512
+            ) | ("P-256", Algorithm::ES256)
+                | ("P-384", Algorithm::ES384)
+                | ("Ed25519", Algorithm::EdDSA)
+        )
+    };
     let algorithm = match jwk.common.key_algorithm {
-        None => match family {
-            "RSA" => Algorithm::RS256,
-            "P-256" => Algorithm::ES256,
-            "P-384" => Algorithm::ES384,
-            _ => Algorithm::EdDSA,
-        },
+        None => allowed.iter().copied().find(|a| fits(*a)).ok_or_else(|| {
+            format!(
+                "no allowed algorithm ({}) fits a {family} key; give the key an alg or allow one",
+                names(allowed)
+            )
+        })?,
         Some(alg) => {
             let algorithm = match alg {
                 KeyAlgorithm::RS256 => Algorithm::RS256,
@@ -92,20 +146,14 @@ fn key_algorithm(jwk: &Jwk) -> Result<Algorithm, String> {
                     ));
                 }
             };
-            let fits = matches!(
-                (family, algorithm),
-                (
-                    "RSA",
-                    Algorithm::RS256 | Algorithm::RS384 | Algorithm::RS512
-                ) | (
-                    "RSA",
-                    Algorithm::PS256 | Algorithm::PS384 | Algorithm::PS512
-                ) | ("P-256", Algorithm::ES256)
-                    | ("P-384", Algorithm::ES384)
-                    | ("Ed25519", Algorithm::EdDSA)
-            );
-            if !fits {
+            if !fits(algorithm) {
                 return Err(format!("alg {alg} does not fit a {family} key"));
+            }
+            if !allowed.contains(&algorithm) {
+                return Err(format!(
+                    "alg {alg} is not allowed (allowed: {})",
+                    names(allowed)
+                ));
             }
             algorithm
         }
@@ -113,9 +161,9 @@ fn key_algorithm(jwk: &Jwk) -> Result<Algorithm, String> {
     Ok(algorithm)
 }
 
-/// Every key of `jwks` pinned to its algorithm; any unusable key refuses the whole set, so a
-/// typo never silently narrows who can sign in.
-pub fn pin_keys(jwks: &JwkSet) -> Result<Vec<PinnedKey>, String> {
+/// Every key of `jwks` pinned to one of the `allowed` algorithms; any unusable key refuses the
+/// whole set, so a typo never silently narrows who can sign in.
+pub fn pin_keys(jwks: &JwkSet, allowed: &[Algorithm]) -> Result<Vec<PinnedKey>, String> {
     if jwks.keys.is_empty() {
         return Err("the JWKS holds no key".into());
     }
@@ -124,7 +172,7 @@ pub fn pin_keys(jwks: &JwkSet) -> Result<Vec<PinnedKey>, String> {
         .enumerate()
         .map(|(i, jwk)| {
             let at = |reason: String| format!("keys[{i}]: {reason}");
-            let algorithm = key_algorithm(jwk).map_err(at)?;
+            let algorithm = key_algorithm(jwk, allowed).map_err(at)?;
             let key = DecodingKey::from_jwk(jwk).map_err(|e| at(format!("unusable: {e}")))?;
             Ok(PinnedKey {
                 kid: jwk.common.key_id.clone(),
@@ -169,16 +217,12 @@ struct TokenFile {
 pub(crate) enum Credentials {
     /// Hashed static tokens: sha256(token) → principal, organization, scopes.
     Tokens(BTreeMap<Sha256Digest, (Principal, Vec<String>)>),
-    /// JWTs signed by a key of the JWKS, with this issuer and audience.
+    /// JWTs signed by a key of the JWKS, judged by the rules.
     Jwt {
         /// The keys, each pinned to its algorithm.
         keys: Vec<PinnedKey>,
-        /// Required `iss`.
-        issuer: String,
-        /// Required `aud` (the server's resource URL).
-        audience: String,
-        /// The claim that names the organization.
-        organization_claim: String,
+        /// Issuer, audience and organization claim.
+        rules: JwtRules,
     },
 }
 
@@ -205,18 +249,11 @@ impl Credentials {
     }
 
     /// Parses a JWKS for JWT validation, every key pinned to its algorithm.
-    pub(crate) fn jwks(
-        text: &str,
-        issuer: String,
-        audience: String,
-        organization_claim: String,
-    ) -> Result<Self, String> {
+    pub(crate) fn jwks(text: &str, rules: JwtRules) -> Result<Self, String> {
         let jwks: JwkSet = serde_json::from_str(text).map_err(|e| format!("not a JWKS: {e}"))?;
         Ok(Credentials::Jwt {
-            keys: pin_keys(&jwks)?,
-            issuer,
-            audience,
-            organization_claim,
+            keys: pin_keys(&jwks, &rules.algorithms)?,
+            rules,
         })
     }
 
@@ -235,12 +272,7 @@ impl Credentials {
                 .get(&Sha256Digest::of(token.as_bytes()))
                 .cloned()
                 .ok_or("unknown token"),
-            Credentials::Jwt {
-                keys,
-                issuer,
-                audience,
-                organization_claim,
-            } => {
+            Credentials::Jwt { keys, rules } => {
                 let header = jsonwebtoken::decode_header(token).map_err(|_| "malformed token")?;
                 let pinned = match &header.kid {
                     Some(kid) => keys.iter().find(|k| k.kid.as_deref() == Some(kid)),
@@ -254,8 +286,8 @@ impl Credentials {
                 let mut validation = Validation::new(pinned.algorithm);
                 validation.leeway = JWT_LEEWAY_SECONDS;
                 validation.validate_nbf = true;
-                validation.set_issuer(&[issuer]);
-                validation.set_audience(&[audience]);
+                validation.set_issuer(&[&rules.issuer]);
+                validation.set_audience(&[&rules.audience]);
                 validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
                 let data = jsonwebtoken::decode::<serde_json::Map<String, serde_json::Value>>(
                     token,
@@ -290,7 +322,7 @@ impl Credentials {
                     .ok_or("no subject")?
                     .to_owned();
                 let organization = claims
-                    .get(organization_claim)
+                    .get(&rules.organization_claim)
                     .and_then(|v| v.as_str())
                     .map(str::to_owned);
                 let scopes = scopes_of(&claims);

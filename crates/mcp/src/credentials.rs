@@ -17,7 +17,7 @@ use std::{
 use rimthan_engine::Principal;
 
 use crate::{
-    auth::{AuthConfigError, Credentials, UNKNOWN_SIGNING_KEY},
+    auth::{AuthConfigError, Credentials, JwtRules, UNKNOWN_SIGNING_KEY},
     oidc::OidcProvider,
 };
 
@@ -28,27 +28,14 @@ pub(crate) const RECHECK: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone)]
 enum Format {
     Tokens,
-    Jwks {
-        issuer: String,
-        audience: String,
-        organization_claim: String,
-    },
+    Jwks(JwtRules),
 }
 
 impl Format {
     fn parse(&self, text: &str) -> Result<Credentials, String> {
         match self {
             Format::Tokens => Credentials::tokens(text),
-            Format::Jwks {
-                issuer,
-                audience,
-                organization_claim,
-            } => Credentials::jwks(
-                text,
-                issuer.clone(),
-                audience.clone(),
-                organization_claim.clone(),
-            ),
+            Format::Jwks(rules) => Credentials::jwks(text, rules.clone()),
         }
     }
 }
@@ -86,18 +73,8 @@ impl Verifier {
     }
 
     /// Reads a JWKS file for JWT validation.
-    pub fn jwt_from_file(
-        path: &Path,
-        issuer: String,
-        audience: String,
-        organization_claim: String,
-    ) -> Result<Self, AuthConfigError> {
-        let format = Format::Jwks {
-            issuer,
-            audience,
-            organization_claim,
-        };
-        FileCredentials::open(path, format).map(|f| Self(Source::File(Arc::new(f))))
+    pub fn jwt_from_file(path: &Path, rules: JwtRules) -> Result<Self, AuthConfigError> {
+        FileCredentials::open(path, Format::Jwks(rules)).map(|f| Self(Source::File(Arc::new(f))))
     }
 
     /// JWTs checked against an OpenID provider's published keys.

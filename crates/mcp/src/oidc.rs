@@ -19,7 +19,7 @@ use hyper::body::Bytes;
 use rimthan_engine::Principal;
 use serde::Deserialize;
 
-use crate::auth::{AuthConfigError, Credentials, UNKNOWN_SIGNING_KEY};
+use crate::auth::{AuthConfigError, Credentials, JwtRules, UNKNOWN_SIGNING_KEY};
 
 /// The shortest gap between two fetches an unknown `kid` may cause.
 pub const REFETCH_INTERVAL: Duration = Duration::from_secs(10);
@@ -84,8 +84,8 @@ struct Keys {
 pub struct OidcProvider {
     issuer: String,
     discovery_url: hyper::Uri,
-    audience: String,
-    organization_claim: String,
+    /// Audience, organization claim and algorithms; the issuer is the provider's spelling.
+    rules: JwtRules,
     client: Client,
     keys: RwLock<Keys>,
     /// One fetch at a time; a request that waited finds the result of the one before it.
@@ -93,12 +93,9 @@ pub struct OidcProvider {
 }
 
 impl OidcProvider {
-    /// Checks the issuer URL and prepares the client; nothing is fetched yet.
-    pub fn new(
-        issuer: String,
-        audience: String,
-        organization_claim: String,
-    ) -> Result<Arc<Self>, AuthConfigError> {
+    /// Checks the issuer URL (`rules.issuer`) and prepares the client; nothing is fetched yet.
+    pub fn new(rules: JwtRules) -> Result<Arc<Self>, AuthConfigError> {
+        let issuer = rules.issuer.clone();
         let parsed: hyper::Uri = issuer
             .parse()
             .map_err(|e| issuer_error(&issuer, format!("not a URL: {e}")))?;
@@ -113,8 +110,7 @@ impl OidcProvider {
         Ok(Arc::new(Self {
             issuer,
             discovery_url,
-            audience,
-            organization_claim,
+            rules,
             client,
             keys: RwLock::new(Keys {
                 credentials: None,
@@ -221,13 +217,11 @@ impl OidcProvider {
         require_tls_unless_loopback(&jwks_uri)?;
         let (body, ttl) = self.get(&jwks_uri).await?;
         let text = std::str::from_utf8(&body).map_err(|_| format!("{jwks_uri}: not UTF-8"))?;
-        let credentials = Credentials::jwks(
-            text,
-            discovery.issuer,
-            self.audience.clone(),
-            self.organization_claim.clone(),
-        )
-        .map_err(|e| format!("{jwks_uri}: {e}"))?;
+        let rules = JwtRules {
+            issuer: discovery.issuer,
+            ..self.rules.clone()
+        };
+        let credentials = Credentials::jwks(text, rules).map_err(|e| format!("{jwks_uri}: {e}"))?;
         if credentials.is_empty() {
             return Err(format!("{jwks_uri} publishes no keys"));
         }

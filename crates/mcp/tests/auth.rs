@@ -7,7 +7,7 @@ use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
 use ed25519_dalek::Signer as _;
 use rimthan_mcp::{
     Profile,
-    auth::{Auth, Verifier},
+    auth::{Auth, DEFAULT_ALGORITHMS, JwtRules, Verifier},
     http::{self, HttpConfig},
 };
 use rmcp::{
@@ -260,18 +260,21 @@ fn now() -> u64 {
         .as_secs()
 }
 
+fn rules(issuer: &str, audience: &str) -> JwtRules {
+    JwtRules {
+        issuer: issuer.into(),
+        audience: audience.into(),
+        organization_claim: "org".into(),
+        algorithms: DEFAULT_ALGORITHMS.to_vec(),
+    }
+}
+
 async fn serve_jwks(jwks: &Value) -> (tempfile::TempDir, Served) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("jwks.json");
     std::fs::write(&path, jwks.to_string()).unwrap();
     let served = serve_with(|url| {
-        Verifier::jwt_from_file(
-            &path,
-            "https://issuer.example".into(),
-            url.into(),
-            "org".into(),
-        )
-        .unwrap()
+        Verifier::jwt_from_file(&path, rules("https://issuer.example", url)).unwrap()
     })
     .await;
     (dir, served)
@@ -374,15 +377,51 @@ fn key_sets_that_cannot_pin_an_asymmetric_algorithm_are_refused_at_load() {
     for (what, jwks, reason) in cases {
         let path = dir.path().join("jwks.json");
         std::fs::write(&path, jwks.to_string()).unwrap();
-        let refused = Verifier::jwt_from_file(
-            &path,
-            "https://i".into(),
-            "https://a/mcp".into(),
-            "org".into(),
-        )
-        .expect_err(what);
+        let refused =
+            Verifier::jwt_from_file(&path, rules("https://i", "https://a/mcp")).expect_err(what);
         assert!(refused.to_string().contains(reason), "{what}: {refused}");
     }
+}
+
+#[test]
+fn the_algorithm_allow_list_pins_keys_without_alg_and_refuses_keys_outside_it() {
+    let (_, rsa) = rsa_key();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jwks.json");
+    let only = |algorithms: &[jsonwebtoken::Algorithm]| JwtRules {
+        algorithms: algorithms.to_vec(),
+        ..rules("https://i", "https://a/mcp")
+    };
+    // Declared RS256, allowed only PS256: refused at load, naming what is allowed.
+    std::fs::write(&path, json!({"keys": [rsa.clone()]}).to_string()).unwrap();
+    let refused =
+        Verifier::jwt_from_file(&path, only(&[jsonwebtoken::Algorithm::PS256])).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("alg RS256 is not allowed (allowed: PS256)"),
+        "{refused}"
+    );
+    // No alg: the first allowed algorithm that fits an RSA key, or a refusal when none does.
+    let mut bare = rsa.clone();
+    bare.as_object_mut().unwrap().remove("alg");
+    std::fs::write(&path, json!({"keys": [bare]}).to_string()).unwrap();
+    Verifier::jwt_from_file(
+        &path,
+        only(&[
+            jsonwebtoken::Algorithm::ES256,
+            jsonwebtoken::Algorithm::PS256,
+        ]),
+    )
+    .unwrap();
+    let refused =
+        Verifier::jwt_from_file(&path, only(&[jsonwebtoken::Algorithm::ES256])).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("no allowed algorithm (ES256) fits a RSA key"),
+        "{refused}"
+    );
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use clap::Args;
 use rimthan_engine::{Engine, Releases};
 use rimthan_mcp::{
     Profile, RimthanServer,
-    auth::{Auth, Verifier},
+    auth::{Algorithm, Auth, DEFAULT_ALGORITHMS, JwtRules, Verifier},
     conn::ConnectionLimits,
     http::{self, HttpConfig, MCP_PATH},
     oidc::OidcProvider,
@@ -96,6 +96,15 @@ pub(crate) struct ServeArgs {
     /// With --auth jwt or oidc: the claim naming the caller's organization.
     #[arg(long, env = "RIMTHAN_JWT_ORGANIZATION_CLAIM", default_value = "org")]
     jwt_organization_claim: String,
+    /// With --auth jwt or oidc: the signature algorithms keys may be pinned to, in order of
+    /// preference for keys that declare no `alg` (RS256 first: an RSA key without `alg` is RS256).
+    #[arg(
+        long,
+        env = "RIMTHAN_JWT_ALGORITHMS",
+        value_delimiter = ',',
+        default_value = "RS256,ES256,ES384,EdDSA,PS256,RS384,RS512,PS384,PS512"
+    )]
+    jwt_algorithms: Vec<String>,
     /// The scope callers need.
     #[arg(long, env = "RIMTHAN_REQUIRED_SCOPE", default_value = rimthan_mcp::auth::DEFAULT_SCOPE)]
     required_scope: String,
@@ -232,6 +241,30 @@ impl ServeArgs {
 }
 
 impl ServeArgs {
+    fn jwt_rules(&self, issuer: String, audience: &str) -> anyhow::Result<JwtRules> {
+        let algorithms = self
+            .jwt_algorithms
+            .iter()
+            .map(|name| {
+                name.trim()
+                    .parse::<Algorithm>()
+                    .ok()
+                    .filter(|a| DEFAULT_ALGORITHMS.contains(a))
+                    .ok_or_else(|| {
+                        InputError(format!(
+                            "--jwt-algorithms: {name:?} is not an asymmetric signature algorithm (RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, EdDSA)"
+                        ))
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(JwtRules {
+            issuer,
+            audience: audience.to_owned(),
+            organization_claim: self.jwt_organization_claim.clone(),
+            algorithms,
+        })
+    }
+
     fn auth(&self) -> anyhow::Result<Option<Arc<Auth>>> {
         let resource = self
             .public_url
@@ -255,25 +288,16 @@ impl ServeArgs {
                     .jwt_issuer
                     .clone()
                     .ok_or_else(|| InputError("--auth jwt needs --jwt-issuer".into()))?;
-                Verifier::jwt_from_file(
-                    file,
-                    issuer,
-                    resource.clone(),
-                    self.jwt_organization_claim.clone(),
-                )
-                .map_err(|e| InputError(e.to_string()))?
+                Verifier::jwt_from_file(file, self.jwt_rules(issuer, &resource)?)
+                    .map_err(|e| InputError(e.to_string()))?
             }
             "oidc" => {
                 let issuer = self
                     .oidc_issuer
                     .clone()
                     .ok_or_else(|| InputError("--auth oidc needs --oidc-issuer".into()))?;
-                let provider = OidcProvider::new(
-                    issuer,
-                    resource.clone(),
-                    self.jwt_organization_claim.clone(),
-                )
-                .map_err(|e| InputError(e.to_string()))?;
+                let provider = OidcProvider::new(self.jwt_rules(issuer, &resource)?)
+                    .map_err(|e| InputError(e.to_string()))?;
                 Verifier::oidc(provider)
             }
             other => {
