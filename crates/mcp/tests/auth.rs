@@ -524,3 +524,75 @@ async fn a_changed_token_file_takes_effect_without_a_restart_and_a_broken_one_is
             .starts_with("HTTP/1.1 200")
     );
 }
+
+/// A discovery document and key set served from loopback as a misconfigured provider would
+/// publish them (the real provider in `e2e/node/test/oidc.test.mjs` refuses to publish these).
+async fn provider_publishing(
+    issuer_suffix: &str,
+    jwks: Value,
+) -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let discovery =
+        json!({"issuer": format!("{base}{issuer_suffix}"), "jwks_uri": format!("{base}/jwks")});
+    let app = axum::Router::new()
+        .route(
+            "/.well-known/openid-configuration",
+            axum::routing::get(move || std::future::ready(axum::Json(discovery.clone()))),
+        )
+        .route(
+            "/jwks",
+            axum::routing::get(move || std::future::ready(axum::Json(jwks.clone()))),
+        );
+    let task = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (base, task)
+}
+
+#[tokio::test]
+async fn a_misconfigured_provider_keeps_the_server_unready_and_says_what_to_fix() {
+    let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+    let cases = [
+        ("", json!({"keys": []}), "no key"),
+        (
+            "",
+            json!({"keys": [{"kty": "oct", "kid": "s", "k": "c2VjcmV0"}]}),
+            "shared-secret",
+        ),
+        (
+            "/other",
+            json!({"keys": [ed25519_jwk(&key, "k1")]}),
+            "discovery document names issuer",
+        ),
+        ("", json!({"keys": [ed25519_jwk(&key, "k1")]}), ""),
+    ];
+    for (suffix, jwks, reason) in cases {
+        let (base, task) = provider_publishing(suffix, jwks).await;
+        let provider = rimthan_mcp::oidc::OidcProvider::new(rules(&base, "https://a/mcp")).unwrap();
+        assert!(provider.ready().is_err(), "not ready before a first fetch");
+        let loaded = provider.refresh().await;
+        match provider.ready() {
+            Ok(()) => assert!(loaded && reason.is_empty(), "{base}: ready"),
+            Err(why) => assert!(
+                !reason.is_empty() && why.contains(reason),
+                "{reason}: {why}"
+            ),
+        }
+        task.abort();
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_provider_keeps_the_last_good_keys_in_force() {
+    let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+    let (base, task) = provider_publishing("", json!({"keys": [ed25519_jwk(&key, "k1")]})).await;
+    let provider = rimthan_mcp::oidc::OidcProvider::new(rules(&base, "https://a/mcp")).unwrap();
+    assert!(provider.refresh().await);
+    task.abort();
+    let _ = task.await;
+    assert!(!provider.refresh().await, "the provider is gone");
+    assert_eq!(
+        provider.ready(),
+        Ok(()),
+        "the last good key set still serves"
+    );
+}
