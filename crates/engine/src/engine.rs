@@ -444,15 +444,8 @@ impl Engine {
         };
         let pinned = Pinned::resolve(&release, &session, &self.policies)?;
         let payload = pinned.active_payload(&session, &self.key, SERVER_NAME);
-        self.store
-            .append_audit(&self.audit(
-                TOOL,
-                Some(&session),
-                session.status.as_str(),
-                vec![],
-                principal,
-            ))
-            .await?;
+        // A read that succeeds changes nothing and proves nothing new: it is counted in the
+        // metrics, not logged row by row (docs/engine.md §7). A refused read was audited above.
         Ok(StepResult::Active(Box::new(payload)))
     }
 

@@ -185,7 +185,18 @@ pub(crate) async fn identical_retries_get_the_lost_answer(store: Arc<dyn Store>)
     assert_eq!(codes(&late), ["stale_checkpoint"]);
     let late_start = engine.start(start, None).await.unwrap();
     assert_eq!(codes(&late_start), ["idempotency_key_reused"]);
+    let stale_read = engine
+        .active_step(
+            rimthan_engine::ActiveStepRequest {
+                checkpoint: first.checkpoint.clone(),
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(codes(&stale_read), ["stale_checkpoint"]);
 
+    // Changes and refusals are logged; the successful read is counted in the metrics only.
     let session = first.session_id.parse().unwrap();
     let log = store.audit_log(&session).await.unwrap();
     let outcomes: Vec<_> = log
@@ -201,11 +212,11 @@ pub(crate) async fn identical_retries_get_the_lost_answer(store: Arc<dyn Store>)
             "prepare_step_validation:replayed",
             "submit_step_reports:active",
             "submit_step_reports:replayed",
-            "get_active_step:active",
             "start_workflow:rejected",
             "prepare_step_validation:ready",
             "submit_step_reports:rejected",
             "start_workflow:rejected",
+            "get_active_step:rejected",
         ]
     );
 }

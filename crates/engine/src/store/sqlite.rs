@@ -27,6 +27,9 @@ pub struct SqliteStore {
     audit_pool: SqlitePool,
 }
 
+/// The size the WAL file is cut back to after a checkpoint.
+pub const WAL_LIMIT_BYTES: u64 = 64 << 20;
+
 impl SqliteStore {
     /// Opens (creating if needed) and migrates the database at `url` (`sqlite://PATH` or
     /// `sqlite::memory:`).
@@ -42,7 +45,9 @@ impl SqliteStore {
             })
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(10));
+            .busy_timeout(Duration::from_secs(10))
+            // Each checkpoint that completes truncates the WAL to this (docs/engine.md §7).
+            .pragma("journal_size_limit", WAL_LIMIT_BYTES.to_string());
         // A memory database lives only as long as a connection to it: keep exactly one open,
         // forever, so it neither splits nor vanishes when the pool recycles connections.
         let pool = if memory {
