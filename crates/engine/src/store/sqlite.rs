@@ -28,7 +28,7 @@ pub struct SqliteStore {
 }
 
 /// The size the WAL file is cut back to after a checkpoint.
-pub const WAL_LIMIT_BYTES: u64 = 64 << 20;
+const WAL_LIMIT_BYTES: u64 = 64 << 20;
 
 impl SqliteStore {
     /// Opens (creating if needed) and migrates the database at `url` (`sqlite://PATH` or
