@@ -1,14 +1,11 @@
 //! The properties the `cargo fuzz` targets check, one function per target.
 //!
-//! The targets reuse the registry's and the engine's test support (the faithful scripted
-//! harness and the re-signing helpers the behaviour tests drive) instead of a copy of it, so a
+//! The targets reuse the registry's and the engine's test support (`crates/testkit`: the faithful
+//! scripted harness and the re-signing helpers the behaviour tests drive) instead of a copy of it, so a
 //! fuzz input exercises exactly the paths those tests prove. Every property is an invariant a
 //! caller relies on: untrusted input gets a named outcome, never a panic or an internal error.
 
-#[path = "../../crates/engine/tests/common/mod.rs"]
-pub mod engine_support;
-#[path = "../../crates/registry/tests/common/mod.rs"]
-pub mod registry_support;
+pub use rimthan_testkit::{engine as engine_support, registry as registry_support};
 
 use std::sync::LazyLock;
 

@@ -4,8 +4,7 @@
 
 #![allow(missing_docs)]
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use rimthan_testkit::engine as common;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use rimthan_engine::{CheckpointKey, SessionId};

@@ -4,8 +4,7 @@
 
 #![allow(missing_docs)]
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use rimthan_testkit::engine as common;
 
 use std::sync::Arc;
 

@@ -3,8 +3,7 @@
 
 #![allow(missing_docs)]
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use rimthan_testkit::registry as common;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use rimthan_registry::{

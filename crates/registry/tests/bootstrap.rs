@@ -1,27 +1,15 @@
 //! An operator's bootstrap paragraph: built from `bootstrap.md`, signed as the release's
 //! `bootstrap` entry, and refused when it is not a paragraph a server may send to every agent.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use rimthan_registry::{
     BOOTSTRAP_PATH, EntryKind, MAX_BOOTSTRAP_BYTES, MEDIA_MARKDOWN, RegistryFiles, ReleaseId,
     build_release, external_policy, publish, verify_registry,
 };
+use rimthan_testkit::fs::copy_dir;
 
 use crate::common::{repo_root, test_key};
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for item in std::fs::read_dir(from).unwrap() {
-        let item = item.unwrap();
-        let target = to.join(item.file_name());
-        if item.file_type().unwrap().is_dir() {
-            copy_dir(&item.path(), &target);
-        } else {
-            std::fs::copy(item.path(), &target).unwrap();
-        }
-    }
-}
 
 /// A copy of the shipped release source with `bootstrap` as its `bootstrap.md`.
 fn source_with(bootstrap: &[u8]) -> (tempfile::TempDir, PathBuf) {
