@@ -2,7 +2,7 @@
 //! (`docs/operations/deploy.md` §5).
 //!
 //! The discovery document at `{issuer}/.well-known/openid-configuration` must name the
-//! configured issuer exactly; its `jwks_uri` is fetched, checked like a JWKS file (every key
+//! configured issuer (a trailing slash aside); its `jwks_uri` is fetched, checked like a JWKS file (every key
 //! pinned to one algorithm) and kept until its `Cache-Control: max-age` runs out. A token whose
 //! `kid` the set does not hold makes the server fetch again at once, at most once per
 //! [`REFETCH_INTERVAL`], so a newly published key works on its first use. When the provider
@@ -88,7 +88,7 @@ pub struct OidcProvider {
     rules: JwtRules,
     client: Client,
     keys: RwLock<Keys>,
-    /// One fetch at a time; a request that waited finds the result of the one before it.
+    /// One fetch at a time, whoever asks (the refresher, an unknown `kid`, SIGHUP).
     fetching: tokio::sync::Mutex<()>,
 }
 
@@ -120,11 +120,6 @@ impl OidcProvider {
             }),
             fetching: tokio::sync::Mutex::new(()),
         }))
-    }
-
-    /// The issuer, as configured.
-    pub fn issuer(&self) -> &str {
-        &self.issuer
     }
 
     /// Keeps the key set current for as long as the task runs: fetches when it expires, and
@@ -187,8 +182,8 @@ impl OidcProvider {
                 };
                 tracing::error!(issuer = %self.issuer, %reason, "identity provider keys not fetched; {kept}");
                 keys.failure = Some(reason);
-                // Retried after the default lifetime, or sooner by the refresher's backoff.
-                keys.refresh_at = Instant::now() + DEFAULT_KEYS_TTL.min(KEYS_TTL_BOUNDS.1);
+                // Tried again soon; before a first key set, the refresher's backoff decides.
+                keys.refresh_at = Instant::now() + RETRY.1;
                 false
             }
         }
