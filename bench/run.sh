@@ -84,3 +84,18 @@ for p in sorted({proto(r) for r in rows}):
             line += f"; {ours['rps'] / d['rps']:.2f}x ceiling D ({d['rps']:,.0f})"
         print(line)
 PY
+
+# Whole sessions over HTTP (2026-07-28): each worker a faithful harness (`rimthan stage` as a
+# library: connect, list, read the assets, every prepare and submit with real files read back),
+# against a fresh server on a durable SQLite file. Not pinned: the workers share the machine.
+(cd "$repo" && cargo build --release -p rimthan-stage --example load)
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$bin" serve --listen "127.0.0.1:$port" --database-url "sqlite://$work/sessions.sqlite" >/dev/null 2>&1 &
+server=$!
+trap 'kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+until curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do sleep 0.05; done
+for concurrency in ${SESSION_CONCURRENCY:-16 64}; do
+  "$CARGO_TARGET_DIR/release/examples/load" "http://127.0.0.1:$port/mcp" codex research-study \
+    "$concurrency" "${SESSIONS:-400}"
+done
+kill "$server"
