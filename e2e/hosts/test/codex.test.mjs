@@ -4,7 +4,8 @@
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { appendFileSync, readFileSync, realpathSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { appendFileSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { CODEX, codexEnv, run, scratch, stagedProject, startServer } from './support.mjs';
@@ -35,10 +36,10 @@ const NO_MODEL = ['-c', 'openai_base_url="http://127.0.0.1:1/v1"'];
  * `codex app-server` on stdio (newline-delimited JSON-RPC 2.0), already initialized. Keeps
  * every notification so a test can wait for one that may have arrived before it asked.
  */
-async function appServer({ home, cwd, args = [] }) {
+async function appServer({ home, cwd, args = [], env = {} }) {
   // Its own process group: the npm wrapper and the native binary it runs are ended together.
   const child = spawn(CODEX, ['app-server', ...NO_MODEL, ...args], {
-    env: codexEnv(home), cwd, stdio: ['pipe', 'pipe', 'pipe'], detached: true,
+    env: codexEnv(home, env), cwd, stdio: ['pipe', 'pipe', 'pipe'], detached: true,
   });
   let stderr = '';
   child.stderr.on('data', (chunk) => { stderr += chunk; });
@@ -155,6 +156,31 @@ function roleDescription(project, role) {
   const toml = readFileSync(join(project, '.codex', 'agents', `${role}.toml`), 'utf8');
   return JSON.parse(/^description = (".*")$/m.exec(toml)[1]);
 }
+
+test('codex: the adapter\'s registration stores the variable\'s name and sends the token it holds', async (t) => {
+  const token = 'hosts-test-token-fedcba9876543210';
+  const tokens = join(scratch('codex-tokens'), 'tokens.json');
+  const digest = createHash('sha256').update(token).digest('hex');
+  writeFileSync(tokens, JSON.stringify({ tokens: [{ sha256: digest, principal: 'alice', organization: 'example', scopes: ['rimthan:workflow'] }] }));
+  const server = await startServer(['--auth', 'tokens', '--auth-tokens-file', tokens]);
+  t.after(() => server.stop());
+  const home = scratch('codex-home');
+  await run(CODEX, ['mcp', 'add', 'rimthan', '--url', server.url, '--bearer-token-env-var', 'RIMTHAN_TOKEN'], { env: codexEnv(home) });
+  const config = readFileSync(join(home, 'config.toml'), 'utf8');
+  assert.match(config, /bearer_token_env_var = "RIMTHAN_TOKEN"/);
+  assert.ok(!config.includes(token));
+  const listed = async (value) => {
+    const codex = await appServer({ home, cwd: scratch('codex-cwd'), env: { RIMTHAN_TOKEN: value } });
+    try {
+      const { data } = await codex.request('mcpServerStatus/list', {});
+      return Object.keys(data.find((s) => s.name === 'rimthan')?.tools ?? {}).sort();
+    } finally {
+      await codex.close();
+    }
+  };
+  assert.deepEqual(await listed(token), TOOLS);
+  assert.notDeepEqual(await listed('not-the-token'), TOOLS);
+});
 
 for (const { revision, how, args } of [
   { revision: '2025-06-18', how: 'by default', args: [] },
