@@ -370,6 +370,9 @@ pub trait Outcome {
     fn is_error(&self) -> bool;
     /// The codes reported, in order.
     fn codes(&self) -> Vec<&'static str>;
+    /// The result's `status` as the wire spells it (`active`, `revise`, `completed`, `ready`,
+    /// `blocked`, `rejected`).
+    fn status(&self) -> &'static str;
 }
 
 fn codes_of(failures: &[Failure]) -> Vec<&'static str> {
@@ -387,6 +390,13 @@ impl Outcome for StartResult {
             StartResult::Rejected(r) => codes_of(&r.failures),
         }
     }
+    fn status(&self) -> &'static str {
+        match self {
+            StartResult::Active(p) => p.status.as_str(),
+            StartResult::Blocked(_) => "blocked",
+            StartResult::Rejected(_) => "rejected",
+        }
+    }
 }
 
 impl Outcome for StepResult {
@@ -402,6 +412,12 @@ impl Outcome for StepResult {
             StepResult::Rejected(r) => codes_of(&r.failures),
         }
     }
+    fn status(&self) -> &'static str {
+        match self {
+            StepResult::Active(p) => p.status.as_str(),
+            StepResult::Rejected(_) => "rejected",
+        }
+    }
 }
 
 impl Outcome for PrepareResult {
@@ -412,6 +428,12 @@ impl Outcome for PrepareResult {
         match self {
             PrepareResult::Ready(_) => vec![],
             PrepareResult::Rejected(r) => codes_of(&r.failures),
+        }
+    }
+    fn status(&self) -> &'static str {
+        match self {
+            PrepareResult::Ready(_) => "ready",
+            PrepareResult::Rejected(_) => "rejected",
         }
     }
 }

@@ -182,27 +182,15 @@ fn engine_error(e: EngineError, metrics: &Metrics) -> Result<CallToolResult, rmc
     }
 }
 
-/// The outcome label and first code of a finished call, for metrics.
-fn outcome_of(result: &Result<CallToolResult, rmcp::ErrorData>) -> (String, String) {
-    match result {
-        Err(e) => (
-            "error".into(),
-            e.data
-                .as_ref()
-                .and_then(|d| d["code"].as_str())
-                .unwrap_or("internal")
-                .into(),
-        ),
-        Ok(r) => {
-            let content = r.structured_content.as_ref();
-            let status = content
-                .and_then(|c| c["status"].as_str())
-                .unwrap_or("unknown");
-            let list = content.and_then(|c| c.get("failures").or_else(|| c.get("blockers")));
-            let code = list.and_then(|l| l[0]["code"].as_str()).unwrap_or("none");
-            (status.into(), code.into())
-        }
-    }
+/// The outcome label and first code of a finished call, for metrics: taken from the typed
+/// result, never read back out of its JSON.
+type Labels = (&'static str, &'static str);
+
+fn labels(outcome: &impl Outcome) -> Labels {
+    (
+        outcome.status(),
+        outcome.codes().first().copied().unwrap_or("none"),
+    )
 }
 
 /// Runs a tool; `None` when no tool has that name.
@@ -214,9 +202,8 @@ pub(crate) async fn call(
     principal: Option<&Principal>,
 ) -> Option<Result<CallToolResult, rmcp::ErrorData>> {
     let started = std::time::Instant::now();
-    let result = dispatch(engine, metrics, name, arguments, principal).await?;
-    let (outcome, code) = outcome_of(&result);
-    metrics.tool_call(name, &outcome, &code, started.elapsed());
+    let (result, (outcome, code)) = dispatch(engine, metrics, name, arguments, principal).await?;
+    metrics.tool_call(name, outcome, code, started.elapsed());
     Some(result)
 }
 
@@ -226,14 +213,22 @@ async fn dispatch(
     name: &str,
     arguments: Option<JsonObject>,
     principal: Option<&Principal>,
-) -> Option<Result<CallToolResult, rmcp::ErrorData>> {
+) -> Option<(Result<CallToolResult, rmcp::ErrorData>, Labels)> {
     macro_rules! run {
         ($request:ty, $method:ident) => {
             match parse::<$request>(arguments) {
-                Err(rejected) => Ok(rejected),
+                Err(rejected) => (Ok(rejected), ("rejected", Code::InvalidArguments.as_str())),
                 Ok(request) => match engine.$method(request, principal).await {
-                    Ok(outcome) => Ok(result(&outcome)),
-                    Err(e) => engine_error(e, metrics),
+                    Ok(outcome) => (Ok(result(&outcome)), labels(&outcome)),
+                    Err(e) => {
+                        let labels = match &e {
+                            EngineError::InvalidArgument { .. } => {
+                                ("rejected", Code::InvalidArguments.as_str())
+                            }
+                            other => ("error", other.code()),
+                        };
+                        (engine_error(e, metrics), labels)
+                    }
                 },
             }
         };
