@@ -80,8 +80,9 @@ pub(crate) struct ServeArgs {
     /// Caller authentication: none, tokens, jwt or oidc.
     #[arg(long, env = "RIMTHAN_AUTH", default_value = "none")]
     auth: String,
-    /// With --auth oidc: the OpenID provider's issuer URL, exactly as its discovery document
-    /// names it; its keys come from discovery, and it is advertised as the authorization server.
+    /// With --auth oidc: the OpenID provider's issuer URL, as its discovery document names it (a
+    /// trailing slash aside); its keys come from discovery, and it is advertised as the
+    /// authorization server.
     #[arg(long, env = "RIMTHAN_OIDC_ISSUER")]
     oidc_issuer: Option<String>,
     /// With --auth tokens: the JSON file of hashed tokens.
