@@ -35,6 +35,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Waits between failed fetches before a first key set: doubling up to the last.
 const RETRY: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(30));
 
+/// Why the server is not ready before the first fetch has finished.
+const NOT_LOADED: &str = "the identity provider's keys are not loaded yet";
+
 /// Why an issuer URL cannot be used.
 fn issuer_error(issuer: &str, reason: impl Into<String>) -> AuthConfigError {
     AuthConfigError {
@@ -116,7 +119,7 @@ impl OidcProvider {
                 credentials: None,
                 refresh_at: Instant::now(),
                 kid_fetch_at: None,
-                failure: Some("the identity provider's keys are not loaded yet".into()),
+                failure: Some(NOT_LOADED.into()),
             }),
             fetching: tokio::sync::Mutex::new(()),
         }))
@@ -154,9 +157,7 @@ impl OidcProvider {
         let keys = self.read();
         match (&keys.credentials, &keys.failure) {
             (Some(_), _) => Ok(()),
-            (None, failure) => Err(failure
-                .clone()
-                .unwrap_or_else(|| "the identity provider's keys are not loaded yet".into())),
+            (None, failure) => Err(failure.clone().unwrap_or_else(|| NOT_LOADED.into())),
         }
     }
 

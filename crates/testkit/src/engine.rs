@@ -1,7 +1,10 @@
 //! Test support: engines on every store backend, and a scripted harness that declares, attests
 //! and reports the way a real one would, with the worked examples the shipped release carries.
 
-use std::sync::Arc;
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, OnceLock},
+};
 
 pub use crate::fs::copy_dir;
 
@@ -13,8 +16,9 @@ use rimthan_engine::{
     store::{PostgresStore, SqliteStore},
 };
 use rimthan_registry::{
-    DeliveryMode, HostCapability, RegistryFiles, Sha256Digest, SigningKey, ValidatorCapability,
-    build_release, external_policy, publish, set_channel, verify_embedded, verify_registry,
+    DeliveryMode, HostCapability, RegistryFiles, Sha256Digest, SigningKey, StepKind,
+    ValidatorCapability, WorkflowId, build_release, external_policy, publish, set_channel,
+    verify_embedded, verify_registry,
 };
 
 /// The environment variable naming the PostgreSQL server for tests.
@@ -115,10 +119,35 @@ pub fn all_host_capabilities() -> Vec<HostCapability> {
     HostCapability::ALL.to_vec()
 }
 
-/// A research-study start for `harness`, declaring the adapter it pins and every capability.
+/// The workflow the scripted harness starts: the embedded release's first by id, with the
+/// adapter version its newest version pins for each harness. Read once.
+fn default_workflow() -> &'static (WorkflowId, BTreeMap<String, String>) {
+    static DEFAULT: OnceLock<(WorkflowId, BTreeMap<String, String>)> = OnceLock::new();
+    DEFAULT.get_or_init(|| {
+        let registry = verify_embedded().unwrap();
+        let release = registry.channel(&"stable".parse().unwrap()).unwrap();
+        let first = release
+            .workflows()
+            .next()
+            .expect("the release has a workflow");
+        let id = first.doc().id.clone();
+        let newest = release.latest_workflow(&id).expect("its newest version");
+        let pins = newest
+            .doc()
+            .harnesses
+            .iter()
+            .map(|(harness, pin)| (harness.as_str().to_owned(), pin.version.to_string()))
+            .collect();
+        (id, pins)
+    })
+}
+
+/// A start of the default workflow for `harness`, declaring the adapter it pins and every
+/// capability.
 pub fn start_request(harness: &str) -> StartRequest {
+    let (workflow, pins) = default_workflow();
     StartRequest {
-        workflow_id: "research-study".parse().unwrap(),
+        workflow_id: workflow.clone(),
         workflow_version: None,
         release: None,
         channel: None,
@@ -126,7 +155,7 @@ pub fn start_request(harness: &str) -> StartRequest {
             harness: harness.into(),
             adapter: Some(AdapterDeclaration {
                 id: Some(harness.into()),
-                version: Some("1.2.0".into()),
+                version: pins.get(harness).cloned(),
             }),
             capabilities: all_host_capabilities(),
             validator_capabilities: vec![
@@ -247,7 +276,7 @@ pub fn output_attestation(payload: &ActivePayload) -> OutputAttestation {
 /// The prepare request a faithful harness makes for the active step.
 pub fn prepare(payload: &ActivePayload, start: &StartRequest) -> PrepareRequest {
     let step = payload.step.as_ref().unwrap();
-    let setup = step.id == "setup-workspace";
+    let setup = step.kind == StepKind::Setup;
     PrepareRequest {
         checkpoint: payload.checkpoint.clone(),
         step_id: step.id.clone(),
@@ -269,8 +298,8 @@ pub fn reports(plan: &ValidationPlan, verdict: Verdict) -> Vec<Report> {
                 Verdict::Pass => vec![],
                 Verdict::Fail => vec![ReportFinding {
                     severity: Severity::Error,
-                    message: "The claim in item 3 cites no source.".into(),
-                    path: Some("research/findings.md".into()),
+                    message: "The first declared input breaks a rule of this validator.".into(),
+                    path: v.inputs.first().map(|i| i.path.clone()),
                     pointer: None,
                 }],
             },

@@ -140,8 +140,9 @@ pub(super) fn findings(
     if lines.next() != Some(&format!("As of {as_of}.")) {
         report.breach(RULE, format!("the second line is not 'As of {as_of}.'"));
     }
-    let parts: BTreeMap<String, Vec<&str>> = sections(text).into_iter().collect();
-    let headings: Vec<String> = sections(text).into_iter().map(|(h, _)| h).collect();
+    let split = sections(text);
+    let headings: Vec<String> = split.iter().map(|(h, _)| h.clone()).collect();
+    let parts: BTreeMap<String, Vec<&str>> = split.into_iter().collect();
     if headings != SECTIONS {
         report.breach(
             RULE,
