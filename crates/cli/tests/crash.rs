@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rimthan_engine::SessionId;
+use rimthan_engine::{Operation, Outcome, SessionId};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
 const ROUNDS: usize = 3;
@@ -136,8 +136,8 @@ fn crash_and_recover(database: &str) {
         let transitions = log
             .iter()
             .filter(|e| {
-                (e.tool == "start_workflow" || e.tool == "submit_step_reports")
-                    && e.outcome != "rejected"
+                (e.tool == Operation::StartWorkflow || e.tool == Operation::SubmitStepReports)
+                    && e.outcome != Outcome::Rejected
             })
             .count() as u64;
         assert_eq!(

@@ -23,6 +23,11 @@ macro_rules! codes {
             pub fn as_str(self) -> &'static str {
                 match self { $(Code::$variant => $text),+ }
             }
+
+            /// The code a wire spelling names, if any.
+            pub fn from_wire(text: &str) -> Option<Self> {
+                match text { $($text => Some(Code::$variant),)+ _ => None }
+            }
         }
     };
 }
@@ -203,6 +208,8 @@ mod tests {
             let s = code.as_str();
             assert!(s.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{s}");
             assert!(seen.insert(s), "{s} twice");
+            assert_eq!(Code::from_wire(s), Some(*code));
         }
+        assert_eq!(Code::from_wire("no_such_code"), None);
     }
 }

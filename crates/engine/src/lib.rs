@@ -10,6 +10,8 @@
 //! HTTP: the MCP crate translates tool calls into these requests and results back.
 
 mod attestation;
+mod audit;
+mod blockers;
 mod bounds;
 mod checkpoint;
 mod codes;
@@ -21,10 +23,10 @@ mod releases;
 mod reports;
 mod request;
 mod session;
-mod start;
 pub mod store;
 mod view;
 
+pub use audit::{AuditEntry, Operation, Outcome};
 pub use bounds::{MAX_FORBIDDEN_PATHS, MAX_GLOB_BYTES, MAX_SCHEMA_ERROR_CHARS, MAX_SCHEMA_ERRORS};
 pub use checkpoint::{Checkpoint, CheckpointKey, MIN_SECRET_BYTES};
 pub use codes::{Code, Failure};
@@ -35,4 +37,4 @@ pub use releases::Releases;
 pub use reports::{MAX_REPORT_EXTRA_BYTES, MAX_REPORT_EXTRA_FIELDS};
 pub use request::*;
 pub use session::{Finding, HostBinding, Principal, Session, SessionId, Status};
-pub use store::{AuditEntry, Store, StoreError};
+pub use store::{Store, StoreError};

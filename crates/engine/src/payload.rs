@@ -9,7 +9,8 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::{
-    codes::Failure,
+    audit::Outcome,
+    codes::{Code, Failure},
     session::{Finding, HostBinding, Status},
 };
 
@@ -364,76 +365,75 @@ pub enum PrepareResult {
     Rejected(Rejected),
 }
 
-/// Whether a result is an error outcome for the harness (blocked, rejected, revise).
-pub trait Outcome {
-    /// True for blocked, rejected and revise.
+/// What a result says for the audit log and the metrics: typed, never read back out of JSON.
+pub trait ToolOutcome {
+    /// True for blocked, rejected and revise: an error outcome for the harness.
     fn is_error(&self) -> bool;
     /// The codes reported, in order.
-    fn codes(&self) -> Vec<&'static str>;
-    /// The result's `status` as the wire spells it (`active`, `revise`, `completed`, `ready`,
-    /// `blocked`, `rejected`).
-    fn status(&self) -> &'static str;
+    fn codes(&self) -> Vec<Code>;
+    /// The result's `status`.
+    fn outcome(&self) -> Outcome;
 }
 
-fn codes_of(failures: &[Failure]) -> Vec<&'static str> {
-    failures.iter().map(|f| f.code.as_str()).collect()
+fn codes_of(failures: &[Failure]) -> Vec<Code> {
+    failures.iter().map(|f| f.code).collect()
 }
 
-impl Outcome for StartResult {
+impl ToolOutcome for StartResult {
     fn is_error(&self) -> bool {
         !matches!(self, StartResult::Active(_))
     }
-    fn codes(&self) -> Vec<&'static str> {
+    fn codes(&self) -> Vec<Code> {
         match self {
             StartResult::Active(_) => vec![],
             StartResult::Blocked(b) => codes_of(&b.blockers),
             StartResult::Rejected(r) => codes_of(&r.failures),
         }
     }
-    fn status(&self) -> &'static str {
+    fn outcome(&self) -> Outcome {
         match self {
-            StartResult::Active(p) => p.status.as_str(),
-            StartResult::Blocked(_) => "blocked",
-            StartResult::Rejected(_) => "rejected",
+            StartResult::Active(p) => p.status.into(),
+            StartResult::Blocked(_) => Outcome::Blocked,
+            StartResult::Rejected(_) => Outcome::Rejected,
         }
     }
 }
 
-impl Outcome for StepResult {
+impl ToolOutcome for StepResult {
     fn is_error(&self) -> bool {
         match self {
             StepResult::Active(p) => p.status == Status::Revise,
             StepResult::Rejected(_) => true,
         }
     }
-    fn codes(&self) -> Vec<&'static str> {
+    fn codes(&self) -> Vec<Code> {
         match self {
             StepResult::Active(_) => vec![],
             StepResult::Rejected(r) => codes_of(&r.failures),
         }
     }
-    fn status(&self) -> &'static str {
+    fn outcome(&self) -> Outcome {
         match self {
-            StepResult::Active(p) => p.status.as_str(),
-            StepResult::Rejected(_) => "rejected",
+            StepResult::Active(p) => p.status.into(),
+            StepResult::Rejected(_) => Outcome::Rejected,
         }
     }
 }
 
-impl Outcome for PrepareResult {
+impl ToolOutcome for PrepareResult {
     fn is_error(&self) -> bool {
         matches!(self, PrepareResult::Rejected(_))
     }
-    fn codes(&self) -> Vec<&'static str> {
+    fn codes(&self) -> Vec<Code> {
         match self {
             PrepareResult::Ready(_) => vec![],
             PrepareResult::Rejected(r) => codes_of(&r.failures),
         }
     }
-    fn status(&self) -> &'static str {
+    fn outcome(&self) -> Outcome {
         match self {
-            PrepareResult::Ready(_) => "ready",
-            PrepareResult::Rejected(_) => "rejected",
+            PrepareResult::Ready(_) => Outcome::Ready,
+            PrepareResult::Rejected(_) => Outcome::Rejected,
         }
     }
 }

@@ -7,10 +7,14 @@ mod sqlite;
 
 use async_trait::async_trait;
 pub use postgres::PostgresStore;
-use serde::Serialize;
 pub use sqlite::SqliteStore;
 
-use crate::session::{Session, SessionId};
+pub use crate::audit::AuditEntry;
+use crate::{
+    audit::{Operation, Outcome},
+    codes::Code,
+    session::{Session, SessionId},
+};
 
 /// What went wrong in a store, independent of the backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,29 +60,6 @@ impl From<sqlx::Error> for StoreError {
         };
         StoreError::new(kind, e)
     }
-}
-
-/// One tool outcome, appended to the audit log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AuditEntry {
-    /// The session, when the call touched one (a blocked start touches none).
-    pub session_id: Option<SessionId>,
-    /// The session's sequence after the call.
-    pub seq: Option<u64>,
-    /// The tool: `start_workflow`, `get_active_step`, `prepare_step_validation`, `submit_step_reports`.
-    pub tool: String,
-    /// `active`, `blocked`, `ready`, `rejected`, `revise`, `completed`.
-    pub outcome: String,
-    /// Codes reported, in order.
-    pub codes: Vec<String>,
-    /// sha256 of the canonical attestation, when one was submitted.
-    pub attestation_sha256: Option<String>,
-    /// sha256 of the canonical report set, when one was submitted.
-    pub reports_sha256: Option<String>,
-    /// The caller's subject, when auth is on.
-    pub principal: Option<String>,
-    /// RFC 3339 time.
-    pub at: String,
 }
 
 /// Storage for sessions, the audit log and server secrets.
@@ -140,10 +121,31 @@ pub(crate) fn decode_session(text: &str) -> Result<Session, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::new(StoreErrorKind::Corrupt, e))
 }
 
-pub(crate) fn encode_codes(codes: &[String]) -> String {
-    serde_json::to_string(codes).expect("strings serialize")
+pub(crate) fn encode_codes(codes: &[Code]) -> String {
+    serde_json::to_string(codes).expect("codes serialize")
 }
 
-pub(crate) fn decode_codes(text: &str) -> Result<Vec<String>, StoreError> {
-    serde_json::from_str(text).map_err(|e| StoreError::new(StoreErrorKind::Corrupt, e))
+pub(crate) fn decode_codes(text: &str) -> Result<Vec<Code>, StoreError> {
+    let names: Vec<String> =
+        serde_json::from_str(text).map_err(|e| StoreError::new(StoreErrorKind::Corrupt, e))?;
+    names
+        .iter()
+        .map(|n| Code::from_wire(n).ok_or_else(|| corrupt("code", n)))
+        .collect()
+}
+
+pub(crate) fn decode_operation(text: &str) -> Result<Operation, StoreError> {
+    Operation::from_wire(text).ok_or_else(|| corrupt("tool", text))
+}
+
+pub(crate) fn decode_outcome(text: &str) -> Result<Outcome, StoreError> {
+    Outcome::from_wire(text).ok_or_else(|| corrupt("outcome", text))
+}
+
+fn corrupt(field: &str, value: &str) -> StoreError {
+    let shown: String = value.chars().take(64).collect();
+    StoreError::new(
+        StoreErrorKind::Corrupt,
+        format!("audit {field} {shown:?} is not one this server knows"),
+    )
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use rimthan_engine::{Code, Engine, Status, Store, Verdict};
+use rimthan_engine::{Code, Engine, Operation, Outcome, Status, Store, Verdict};
 
 use crate::common::*;
 
@@ -69,12 +69,12 @@ pub(crate) async fn full_session_with_one_revise_round(store: Arc<dyn Store>) {
     assert!(outcomes.contains(&"submit_step_reports:revise".to_owned()));
     assert!(
         log.iter()
-            .filter(|e| e.tool == "prepare_step_validation")
+            .filter(|e| e.tool == Operation::PrepareStepValidation)
             .all(|e| e.attestation_sha256.is_some())
     );
     assert!(
         log.iter()
-            .filter(|e| e.tool == "submit_step_reports" && e.outcome != "rejected")
+            .filter(|e| e.tool == Operation::SubmitStepReports && e.outcome != Outcome::Rejected)
             .all(|e| e.reports_sha256.is_some())
     );
 }
@@ -119,16 +119,25 @@ pub(crate) async fn racing_submissions_advance_exactly_once(store: Arc<dyn Store
         .await
         .unwrap()
         .into_iter()
-        .filter(|e| e.tool == "submit_step_reports")
+        .filter(|e| e.tool == Operation::SubmitStepReports)
         .collect();
     assert_eq!(
         submits.len(),
         RACERS + 1,
         "one audit entry per call, none lost or doubled"
     );
-    assert_eq!(submits.iter().filter(|e| e.outcome == "active").count(), 1);
     assert_eq!(
-        submits.iter().filter(|e| e.outcome == "replayed").count(),
+        submits
+            .iter()
+            .filter(|e| e.outcome == Outcome::Active)
+            .count(),
+        1
+    );
+    assert_eq!(
+        submits
+            .iter()
+            .filter(|e| e.outcome == Outcome::Replayed)
+            .count(),
         RACERS - 1
     );
 }

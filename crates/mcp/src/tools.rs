@@ -4,8 +4,8 @@
 use std::sync::{Arc, LazyLock};
 
 use rimthan_engine::{
-    ActiveStepRequest, Code, Engine, EngineError, Failure, Outcome, PrepareRequest, PrepareResult,
-    Principal, Rejected, StartRequest, StartResult, StepResult, SubmitRequest,
+    ActiveStepRequest, Code, Engine, EngineError, Failure, PrepareRequest, PrepareResult,
+    Principal, Rejected, StartRequest, StartResult, StepResult, SubmitRequest, ToolOutcome,
 };
 use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 use schemars::{JsonSchema, generate::SchemaSettings};
@@ -154,7 +154,7 @@ fn parse<T: DeserializeOwned>(arguments: Option<JsonObject>) -> Result<T, CallTo
         .map_err(|e| invalid_arguments(&e.path().to_string(), &e.inner().to_string()))
 }
 
-fn result(outcome: &(impl Outcome + serde::Serialize)) -> CallToolResult {
+fn result(outcome: &(impl ToolOutcome + serde::Serialize)) -> CallToolResult {
     let value = serde_json::to_value(outcome).expect("results serialize");
     if outcome.is_error() {
         CallToolResult::structured_error(value)
@@ -186,10 +186,10 @@ fn engine_error(e: EngineError, metrics: &Metrics) -> Result<CallToolResult, rmc
 /// result, never read back out of its JSON.
 type Labels = (&'static str, &'static str);
 
-fn labels(outcome: &impl Outcome) -> Labels {
+fn labels(outcome: &impl ToolOutcome) -> Labels {
     (
-        outcome.status(),
-        outcome.codes().first().copied().unwrap_or("none"),
+        outcome.outcome().as_str(),
+        outcome.codes().first().map_or("none", |c| c.as_str()),
     )
 }
 

@@ -12,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use rimthan_engine::{Engine, Releases, SessionId, Store};
+use rimthan_engine::{Engine, Operation, Outcome, Releases, SessionId, Store};
 use rimthan_mcp::{
     Profile, RimthanServer,
     http::{self, HttpConfig},
@@ -107,23 +107,33 @@ async fn sessions_survive_an_unlucky_network(store: Arc<dyn Store>, seed: u64) {
     let mut replayed = 0;
     for (session, steps) in &steps {
         let log = store.audit_log(session).await.unwrap();
-        let count = |tool: &str, outcomes: &[&str]| {
+        let count = |tool: Operation, outcomes: &[Outcome]| {
             log.iter()
-                .filter(|e| e.tool == tool && outcomes.contains(&e.outcome.as_str()))
+                .filter(|e| e.tool == tool && outcomes.contains(&e.outcome))
                 .count()
         };
-        assert_eq!(count("start_workflow", &["active"]), 1, "{session}");
         assert_eq!(
-            count("prepare_step_validation", &["ready"]),
+            count(Operation::StartWorkflow, &[Outcome::Active]),
+            1,
+            "{session}"
+        );
+        assert_eq!(
+            count(Operation::PrepareStepValidation, &[Outcome::Ready]),
             *steps,
             "{session}"
         );
         assert_eq!(
-            count("submit_step_reports", &["active", "revise", "completed"]),
+            count(
+                Operation::SubmitStepReports,
+                &[Outcome::Active, Outcome::Revise, Outcome::Completed]
+            ),
             *steps,
             "{session}: a transition is missing or doubled"
         );
-        replayed += log.iter().filter(|e| e.outcome == "replayed").count();
+        replayed += log
+            .iter()
+            .filter(|e| e.outcome == Outcome::Replayed)
+            .count();
     }
     assert!(replayed > 0, "no lost reply was ever retried: {counts:?}");
     eprintln!(

@@ -12,8 +12,8 @@ use sqlx::{
 };
 
 use super::{
-    AuditEntry, Store, StoreError, StoreErrorKind, decode_codes, decode_session, encode_codes,
-    encode_session,
+    AuditEntry, Store, StoreError, StoreErrorKind, decode_codes, decode_operation, decode_outcome,
+    decode_session, encode_codes, encode_session,
 };
 use crate::session::{Session, SessionId};
 
@@ -87,8 +87,8 @@ fn decode_audit(row: &sqlx::sqlite::SqliteRow) -> Result<AuditEntry, StoreError>
             })
             .transpose()?,
         seq: seq.map(|s| s as u64),
-        tool: row.try_get("tool")?,
-        outcome: row.try_get("outcome")?,
+        tool: decode_operation(&row.try_get::<String, _>("tool")?)?,
+        outcome: decode_outcome(&row.try_get::<String, _>("outcome")?)?,
         codes: decode_codes(&row.try_get::<String, _>("codes")?)?,
         attestation_sha256: row.try_get("attestation_sha256")?,
         reports_sha256: row.try_get("reports_sha256")?,
@@ -107,8 +107,8 @@ where
     )
     .bind(audit.session_id.as_ref().map(SessionId::as_str))
     .bind(audit.seq.map(|s| s as i64))
-    .bind(&audit.tool)
-    .bind(&audit.outcome)
+    .bind(audit.tool.as_str())
+    .bind(audit.outcome.as_str())
     .bind(encode_codes(&audit.codes))
     .bind(&audit.attestation_sha256)
     .bind(&audit.reports_sha256)

@@ -1,0 +1,113 @@
+//! Opening the session a checkpoint names: the checkpoint's signature, the session's owner, and
+//! the checkpoint's sequence against the stored one.
+
+use std::sync::Arc;
+
+use rimthan_registry::VerifiedRelease;
+
+use super::{Engine, Evidence};
+use crate::{
+    audit::Operation,
+    codes::{Code, Failure},
+    error::EngineError,
+    payload::Rejected,
+    session::{LastChange, Principal, Session},
+};
+
+/// A session loaded for a call, or the failures that stop the call (with the session, when
+/// one was found, so the rejection is audited against it).
+type Opened = Result<(Session, Arc<VerifiedRelease>), (Option<Session>, Vec<Failure>)>;
+
+impl Engine {
+    /// Loads the session `token` names. A checkpoint one behind is current for `retry`, the
+    /// request that made the session's latest change.
+    async fn load(
+        &self,
+        token: &str,
+        principal: Option<&Principal>,
+        retry: Option<&LastChange>,
+    ) -> Result<Opened, EngineError> {
+        let Some(checkpoint) = self.key.verify(token) else {
+            return Ok(Err((
+                None,
+                vec![Failure::new(
+                    Code::InvalidCheckpoint,
+                    "the checkpoint is not one this server issued; use the checkpoint from the latest result or session file",
+                )],
+            )));
+        };
+        let Some(session) = self.store.load_session(&checkpoint.session).await? else {
+            return Ok(Err((
+                None,
+                vec![
+                    Failure::new(
+                        Code::SessionNotFound,
+                        format!("session {} is not stored here", checkpoint.session),
+                    )
+                    .with("session_id", checkpoint.session.as_str()),
+                ],
+            )));
+        };
+        if !may_act(session.principal.as_ref(), principal) {
+            return Ok(Err((Some(session), vec![access_denied()])));
+        }
+        let retried = retry.is_some()
+            && session.last_change.as_ref() == retry
+            && checkpoint.seq.checked_add(1) == Some(session.seq);
+        if checkpoint.seq != session.seq && !retried {
+            let failure = if checkpoint.seq < session.seq {
+                Failure::new(
+                    Code::StaleCheckpoint,
+                    "a newer checkpoint exists; call rimthan.get_active_step with the latest one",
+                )
+                .with("checkpoint_seq", checkpoint.seq)
+                .with("session_seq", session.seq)
+            } else {
+                Failure::new(
+                    Code::InvalidCheckpoint,
+                    "the checkpoint is ahead of the stored session",
+                )
+            };
+            return Ok(Err((Some(session), vec![failure])));
+        }
+        let release = self.pinned_release(&session)?;
+        Ok(Ok((session, release)))
+    }
+
+    /// Loads the session a checkpoint names, or audits and returns the rejection.
+    pub(super) async fn open(
+        &self,
+        tool: Operation,
+        token: &str,
+        principal: Option<&Principal>,
+        evidence: Evidence,
+        retry: Option<&LastChange>,
+    ) -> Result<Result<(Session, Arc<VerifiedRelease>), Rejected>, EngineError> {
+        Ok(match self.load(token, principal, retry).await? {
+            Ok(opened) => Ok(opened),
+            Err((session, failures)) => Err(self
+                .reject(tool, session.as_ref(), failures, principal, evidence)
+                .await?),
+        })
+    }
+}
+
+pub(super) fn access_denied() -> Failure {
+    Failure::new(
+        Code::SessionAccessDenied,
+        "this session belongs to another principal outside your organization",
+    )
+}
+
+/// Whether `caller` may act on a session owned by `owner`: the same subject, or the same
+/// organization (the authenticated Git handoff). Unowned sessions are open to any caller.
+pub(super) fn may_act(owner: Option<&Principal>, caller: Option<&Principal>) -> bool {
+    match (owner, caller) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(owner), Some(caller)) => {
+            owner.subject == caller.subject
+                || owner.organization.is_some() && owner.organization == caller.organization
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! The engine: the four workflow operations over a store and a verified registry, one module
+//! per operation ([`start`], [`active_step`], [`prepare`], [`submit`]) over shared access
+//! checks ([`access`]) and audit records ([`record`]).
+//!
+//! Every state change is a compare-and-swap on the session's revision ([`Engine::change`]),
+//! retried from a fresh read when another call won; a retry re-runs every check, so a lost race
+//! surfaces as the code the winner's change implies (`stale_checkpoint`,
+//! `validation_superseded`).
+//!
+//! The request behind each change is remembered in the session ([`LastChange`]), so a harness
+//! that repeats it after losing the answer gets that answer again, not a second change or a
+//! `stale_checkpoint` it cannot recover from (`docs/engine.md` §3.1).
+
+mod access;
+mod active_step;
+mod prepare;
+mod record;
+mod start;
+mod submit;
+
+use std::sync::Arc;
+
+use rimthan_registry::VerifiedRelease;
+
+use crate::{
+    audit::{AuditEntry, Operation},
+    checkpoint::CheckpointKey,
+    error::EngineError,
+    offers::PolicyCache,
+    payload::Rejected,
+    releases::Releases,
+    session::{LastChange, Principal, Session},
+    store::Store,
+};
+
+pub(crate) use record::Evidence;
+
+/// The MCP server's name, written into session files.
+pub const SERVER_NAME: &str = "rimthan-workflow-engine";
+/// The store secret that keys checkpoints.
+const CHECKPOINT_SECRET: &str = "checkpoint-hmac-sha256";
+/// Compare-and-swap attempts before a call gives up.
+const MAX_ATTEMPTS: u32 = 32;
+
+/// The workflow engine.
+#[derive(Debug)]
+pub struct Engine {
+    releases: Arc<Releases>,
+    store: Arc<dyn Store>,
+    key: CheckpointKey,
+    policies: PolicyCache,
+}
+
+/// What one attempt at a change decided, from the session as it was read.
+enum Decision<T> {
+    /// Answer without changing the session, after appending the audit entry (a replayed
+    /// retry, or a refusal).
+    Answer(T, AuditEntry),
+    /// Store `next` if the session is still at the revision read, with its audit entry in the
+    /// same transaction, then answer; when another call changed it first, decide again.
+    Change {
+        next: Box<Session>,
+        audit: AuditEntry,
+        answer: T,
+    },
+}
+
+/// The arguments every change shares: what it is, the checkpoint it names, who calls, what
+/// evidence it carries and which request it is (to recognise its own retry).
+struct ChangeCall<'a> {
+    tool: Operation,
+    checkpoint: &'a str,
+    principal: Option<&'a Principal>,
+    evidence: Evidence,
+    change: &'a LastChange,
+}
+
+impl Engine {
+    /// An engine over `releases` and `store`. Without an explicit `secret`, the checkpoint secret
+    /// is read from the store, generated on first use (replicas sharing a database share it).
+    pub async fn new(
+        releases: Arc<Releases>,
+        store: Arc<dyn Store>,
+        secret: Option<Vec<u8>>,
+    ) -> Result<Self, EngineError> {
+        let secret = match secret {
+            Some(s) => s,
+            None => {
+                store
+                    .secret(CHECKPOINT_SECRET, CheckpointKey::generate_secret())
+                    .await?
+            }
+        };
+        let key = CheckpointKey::new(secret).ok_or_else(|| EngineError::InvalidArgument {
+            field: "checkpoint secret".into(),
+            message: format!("use at least {} bytes", crate::checkpoint::MIN_SECRET_BYTES),
+        })?;
+        Ok(Self {
+            releases,
+            store,
+            key,
+            policies: PolicyCache::default(),
+        })
+    }
+
+    /// The registry in use.
+    pub fn releases(&self) -> &Arc<Releases> {
+        &self.releases
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    fn pinned_release(&self, session: &Session) -> Result<Arc<VerifiedRelease>, EngineError> {
+        self.releases
+            .snapshot()
+            .release(&session.release)
+            .cloned()
+            .ok_or_else(|| EngineError::PinnedReleaseMissing(session.release.to_string()))
+    }
+
+    /// The one compare-and-swap loop: opens the session the checkpoint names (refusals become
+    /// `refused`'s answer), lets `decide` judge it, and stores the change it decides on. A lost
+    /// race decides again from a fresh read, at most [`MAX_ATTEMPTS`] times.
+    async fn change<T>(
+        &self,
+        call: ChangeCall<'_>,
+        refused: impl Fn(Rejected) -> T,
+        mut decide: impl FnMut(&Session, &Arc<VerifiedRelease>) -> Result<Decision<T>, EngineError>,
+    ) -> Result<T, EngineError> {
+        for _ in 0..MAX_ATTEMPTS {
+            let (session, release) = match self
+                .open(
+                    call.tool,
+                    call.checkpoint,
+                    call.principal,
+                    call.evidence,
+                    Some(call.change),
+                )
+                .await?
+            {
+                Ok(opened) => opened,
+                Err(rejected) => return Ok(refused(rejected)),
+            };
+            match decide(&session, &release)? {
+                Decision::Answer(answer, audit) => {
+                    self.store.append_audit(&audit).await?;
+                    return Ok(answer);
+                }
+                Decision::Change {
+                    next,
+                    audit,
+                    answer,
+                } => {
+                    if self
+                        .store
+                        .update_session(session.revision, &next, &audit)
+                        .await?
+                    {
+                        return Ok(answer);
+                    }
+                }
+            }
+        }
+        Err(EngineError::Contended {
+            attempts: MAX_ATTEMPTS,
+        })
+    }
+}

@@ -1,0 +1,196 @@
+//! `rimthan.prepare_step_validation`: check the step's attestation and persist the validation
+//! plan its validators will run.
+
+use rimthan_registry::StepKind;
+
+use super::{ChangeCall, Decision, Engine, Evidence};
+use crate::{
+    attestation::{check_host, check_outputs},
+    audit::{Operation, Outcome},
+    codes::{Code, Failure},
+    error::EngineError,
+    payload::{InputPayload, PlanValidator, PrepareResult, ReadyTag, ValidationPlan},
+    request::PrepareRequest,
+    session::{
+        ChangeTool, LastChange, PlanRecord, Principal, Session, SessionId, Status, now_rfc3339,
+    },
+    view::Pinned,
+};
+
+const TOOL: Operation = Operation::PrepareStepValidation;
+
+/// Instructions that come with every validation plan.
+const PLAN_INSTRUCTIONS: &str = "Run each validator as a separate native subagent, one at a \
+time or in parallel, each with only its own instructions, read-only access to its declared \
+inputs, and only its listed capabilities. Collect exactly one JSON report per validator, \
+conforming to its report schema, and submit them together with rimthan.submit_step_reports \
+and this validation_id. Do not edit any file while validators run.";
+
+impl Engine {
+    /// `rimthan.prepare_step_validation`.
+    pub async fn prepare(
+        &self,
+        req: PrepareRequest,
+        principal: Option<&Principal>,
+    ) -> Result<PrepareResult, EngineError> {
+        let evidence = Evidence::of_attestation(&req);
+        let change = LastChange {
+            tool: ChangeTool::Prepare,
+            request_sha256: Evidence::digest(&req),
+        };
+        let call = ChangeCall {
+            tool: TOOL,
+            checkpoint: &req.checkpoint,
+            principal,
+            evidence,
+            change: &change,
+        };
+        self.change(call, PrepareResult::Rejected, |session, release| {
+            let pinned = Pinned::resolve(release, session, &self.policies)?;
+            if session.last_change.as_ref() == Some(&change)
+                && let Some(plan) = &session.plan
+            {
+                let payload = self.plan_payload(&pinned, session, plan)?;
+                let audit = self.audit(TOOL, Some(session), Outcome::Replayed, principal);
+                return Ok(Decision::Answer(PrepareResult::Ready(payload), audit));
+            }
+            match self.check_preparation(&pinned, session, &req) {
+                Ok(plan) => {
+                    let mut next = session.clone();
+                    if let Some(old) = next.plan.take() {
+                        next.retire(old.id);
+                    }
+                    next.attested
+                        .extend(plan.outputs.iter().map(|(p, a)| (p.clone(), a.sha256)));
+                    next.plan = Some(plan.clone());
+                    next.last_change = Some(change.clone());
+                    next.revision += 1;
+                    next.updated_at = now_rfc3339();
+                    let mut audit = self.audit(TOOL, Some(&next), Outcome::Ready, principal);
+                    evidence.apply(&mut audit);
+                    let answer = PrepareResult::Ready(self.plan_payload(&pinned, &next, &plan)?);
+                    Ok(Decision::Change {
+                        next: Box::new(next),
+                        audit,
+                        answer,
+                    })
+                }
+                Err(failures) => {
+                    let (rejected, audit) =
+                        self.rejection(TOOL, Some(session), failures, principal, evidence);
+                    Ok(Decision::Answer(PrepareResult::Rejected(rejected), audit))
+                }
+            }
+        })
+        .await
+    }
+
+    fn check_preparation(
+        &self,
+        pinned: &Pinned<'_>,
+        session: &Session,
+        req: &PrepareRequest,
+    ) -> Result<PlanRecord, Vec<Failure>> {
+        let step = pinned
+            .active_step(session)
+            .filter(|_| session.status != Status::Completed);
+        let Some(step) = step.filter(|s| s.doc().id.as_str() == req.step_id) else {
+            return Err(vec![
+                Failure::new(
+                    Code::StepNotActive,
+                    format!("step {:?} is not the active step", req.step_id),
+                )
+                .with("active_step", step.map(|s| s.doc().id.as_str())),
+            ]);
+        };
+        let setup = step.doc().kind == StepKind::Setup;
+        let outputs = match (setup, &req.host_attestation, &req.output_attestation) {
+            (true, Some(att), None) => {
+                let failures = check_host(pinned, session, att);
+                if !failures.is_empty() {
+                    return Err(failures);
+                }
+                Default::default()
+            }
+            (false, None, Some(att)) => check_outputs(pinned, session, step, att)?,
+            _ => {
+                let wanted = if setup {
+                    "host_attestation"
+                } else {
+                    "output_attestation"
+                };
+                return Err(vec![
+                    Failure::new(
+                        Code::AttestationTypeNotAllowed,
+                        format!(
+                            "step {} takes exactly one attestation: {wanted}",
+                            step.doc().id
+                        ),
+                    )
+                    .with("expected", wanted),
+                ]);
+            }
+        };
+        Ok(PlanRecord {
+            id: SessionId::generate().to_string(),
+            step: step.doc().id.clone(),
+            validators: step
+                .doc()
+                .validators
+                .iter()
+                .map(|v| (v.id.clone(), v.version.clone()))
+                .collect(),
+            outputs,
+        })
+    }
+
+    fn plan_payload(
+        &self,
+        pinned: &Pinned<'_>,
+        session: &Session,
+        plan: &PlanRecord,
+    ) -> Result<ValidationPlan, EngineError> {
+        let release = pinned.release.id();
+        let validators = plan
+            .validators
+            .iter()
+            .zip(pinned.planned(session, plan)?)
+            .map(|((id, version), validator)| {
+                let doc = validator.doc();
+                PlanValidator {
+                    id: id.to_string(),
+                    version: version.to_string(),
+                    uri: rimthan_registry::uri::validator(release, id, version),
+                    sha256: validator.entry().sha256.to_string(),
+                    instructions: doc.instructions.clone(),
+                    inputs: doc
+                        .inputs
+                        .iter()
+                        .map(|a| {
+                            let mut input = pinned.input(session, a.as_str());
+                            // Outputs of the step under validation are known from the plan.
+                            if let Some(accepted) = plan.outputs.get(&input.path) {
+                                input.sha256 = Some(accepted.sha256.to_string());
+                            }
+                            input
+                        })
+                        .collect::<Vec<InputPayload>>(),
+                    capabilities: doc
+                        .capabilities
+                        .iter()
+                        .filter(|c| session.host.validator_capabilities.contains(c))
+                        .copied()
+                        .collect(),
+                    isolation: pinned.contract.validator_isolation,
+                    report_schema: pinned.schema(&doc.report_schema),
+                }
+            })
+            .collect();
+        Ok(ValidationPlan {
+            status: ReadyTag::Tag,
+            validation_id: plan.id.clone(),
+            validators,
+            instructions: PLAN_INSTRUCTIONS.into(),
+        })
+    }
+}

@@ -1,0 +1,101 @@
+//! What the engine writes to the audit log: one entry per change and per refusal, with digests
+//! of the evidence a call carried (`docs/engine.md` §7).
+
+use rimthan_registry::{Sha256Digest, to_canonical_bytes};
+use serde::Serialize;
+
+use super::Engine;
+use crate::{
+    audit::{AuditEntry, Operation, Outcome},
+    codes::Failure,
+    error::EngineError,
+    payload::Rejected,
+    request::{PrepareRequest, SubmitRequest},
+    session::{Principal, Session, now_rfc3339},
+};
+
+impl Engine {
+    pub(super) fn audit(
+        &self,
+        tool: Operation,
+        session: Option<&Session>,
+        outcome: Outcome,
+        principal: Option<&Principal>,
+    ) -> AuditEntry {
+        AuditEntry {
+            session_id: session.map(|s| s.id.clone()),
+            seq: session.map(|s| s.seq),
+            tool,
+            outcome,
+            codes: Vec::new(),
+            attestation_sha256: None,
+            reports_sha256: None,
+            principal: principal.map(|p| p.subject.clone()),
+            at: now_rfc3339(),
+        }
+    }
+
+    /// The refusal of a call, and its audit entry.
+    pub(super) fn rejection(
+        &self,
+        tool: Operation,
+        session: Option<&Session>,
+        failures: Vec<Failure>,
+        principal: Option<&Principal>,
+        evidence: Evidence,
+    ) -> (Rejected, AuditEntry) {
+        let mut audit = self.audit(tool, session, Outcome::Rejected, principal);
+        audit.codes = failures.iter().map(|f| f.code).collect();
+        evidence.apply(&mut audit);
+        (Rejected::new(failures), audit)
+    }
+
+    /// Audits and returns the refusal of a call.
+    pub(super) async fn reject(
+        &self,
+        tool: Operation,
+        session: Option<&Session>,
+        failures: Vec<Failure>,
+        principal: Option<&Principal>,
+        evidence: Evidence,
+    ) -> Result<Rejected, EngineError> {
+        let (rejected, audit) = self.rejection(tool, session, failures, principal, evidence);
+        self.store.append_audit(&audit).await?;
+        Ok(rejected)
+    }
+}
+
+/// Digests of submitted evidence, recorded in the audit log.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Evidence {
+    None,
+    Attestation(Sha256Digest),
+    Reports(Sha256Digest),
+}
+
+impl Evidence {
+    /// The sha256 of a value's canonical JSON.
+    pub(super) fn digest(value: &impl Serialize) -> Sha256Digest {
+        Sha256Digest::of(&to_canonical_bytes(value).expect("requests serialize"))
+    }
+
+    pub(super) fn of_attestation(req: &PrepareRequest) -> Self {
+        match (&req.host_attestation, &req.output_attestation) {
+            (Some(a), _) => Evidence::Attestation(Self::digest(a)),
+            (None, Some(a)) => Evidence::Attestation(Self::digest(a)),
+            (None, None) => Evidence::None,
+        }
+    }
+
+    pub(super) fn of_reports(req: &SubmitRequest) -> Self {
+        Evidence::Reports(Self::digest(&req.reports))
+    }
+
+    pub(super) fn apply(self, audit: &mut AuditEntry) {
+        match self {
+            Evidence::None => {}
+            Evidence::Attestation(d) => audit.attestation_sha256 = Some(d.to_string()),
+            Evidence::Reports(d) => audit.reports_sha256 = Some(d.to_string()),
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! `rimthan.start_workflow`: resolve the release and workflow, evaluate every blocker, and store
+//! a new session bound to the declared host, or answer a keyed retry from the session it made.
+
+use super::{
+    Engine, Evidence, SERVER_NAME,
+    access::{access_denied, may_act},
+};
+use crate::{
+    audit::{Operation, Outcome},
+    blockers::evaluate,
+    codes::{Code, Failure},
+    error::EngineError,
+    payload::{Blocked, BlockedTag, StartResult},
+    request::StartRequest,
+    session::{ChangeTool, LastChange, Principal, Session, SessionId, Status, now_rfc3339},
+    view::Pinned,
+};
+
+const TOOL: Operation = Operation::StartWorkflow;
+
+impl Engine {
+    /// `rimthan.start_workflow`.
+    pub async fn start(
+        &self,
+        req: StartRequest,
+        principal: Option<&Principal>,
+    ) -> Result<StartResult, EngineError> {
+        let change = LastChange {
+            tool: ChangeTool::Start,
+            request_sha256: Evidence::digest(&req),
+        };
+        let keyed = req.idempotency_key.as_ref().map(|key| {
+            let owner = principal.map_or("", |p| p.subject.as_str());
+            self.key.keyed_session(owner, key.as_str())
+        });
+        if let Some(id) = &keyed
+            && let Some(existing) = self.store.load_session(id).await?
+        {
+            return self.start_again(existing, &change, principal).await;
+        }
+        let registry = self.releases.snapshot();
+        let release = match (&req.release, &req.channel) {
+            (Some(_), Some(_)) => {
+                return Err(EngineError::InvalidArgument {
+                    field: "channel".into(),
+                    message: "name a release or a channel, not both".into(),
+                });
+            }
+            (Some(id), None) => registry.release(id).ok_or_else(|| {
+                Failure::new(
+                    Code::UnknownRelease,
+                    format!("release {id} is not in the registry"),
+                )
+                .with("release", id.as_str())
+                .with(
+                    "available",
+                    registry
+                        .releases()
+                        .keys()
+                        .map(|r| r.as_str())
+                        .collect::<Vec<_>>(),
+                )
+            }),
+            (None, channel) => {
+                let channel = channel.as_ref().unwrap_or(self.releases.active_channel());
+                registry.channel(channel).ok_or_else(|| {
+                    Failure::new(
+                        Code::UnknownChannel,
+                        format!("channel {channel} is not in the registry"),
+                    )
+                    .with("channel", channel.as_str())
+                    .with(
+                        "available",
+                        registry
+                            .channels()
+                            .keys()
+                            .map(|c| c.as_str())
+                            .collect::<Vec<_>>(),
+                    )
+                })
+            }
+        };
+        let release = match release {
+            Ok(r) => r.clone(),
+            Err(f) => return self.refuse(None, f, principal).await,
+        };
+        let workflow = match &req.workflow_version {
+            Some(v) => release.workflow(&req.workflow_id, v),
+            None => release.latest_workflow(&req.workflow_id),
+        };
+        let Some(workflow) = workflow else {
+            let available: Vec<String> = release
+                .workflows()
+                .map(|w| format!("{}@{}", w.doc().id, w.doc().version))
+                .collect();
+            let f = Failure::new(
+                Code::UnknownWorkflow,
+                format!(
+                    "workflow {} is not in release {}",
+                    req.workflow_id,
+                    release.id()
+                ),
+            )
+            .with("available", available);
+            return self.refuse(None, f, principal).await;
+        };
+        let policy = self.policies.compile(&req.repository_policy)?;
+        let binding = match evaluate(&release, workflow, &req.host, &policy) {
+            Ok(binding) => binding,
+            Err(blockers) => {
+                let mut audit = self.audit(TOOL, None, Outcome::Blocked, principal);
+                audit.codes = blockers.iter().map(|b| b.code).collect();
+                self.store.append_audit(&audit).await?;
+                return Ok(StartResult::Blocked(Blocked {
+                    status: BlockedTag::Tag,
+                    blockers,
+                }));
+            }
+        };
+        let now = now_rfc3339();
+        let session = Session {
+            id: keyed.clone().unwrap_or_else(SessionId::generate),
+            revision: 0,
+            seq: 0,
+            release: release.id().clone(),
+            workflow: workflow.doc().id.clone(),
+            workflow_version: workflow.doc().version.clone(),
+            host: binding,
+            principal: principal.cloned(),
+            policy: req.repository_policy.clone(),
+            status: Status::Active,
+            step_index: 0,
+            plan: None,
+            retired_plans: Vec::new(),
+            ledger: Default::default(),
+            attested: Default::default(),
+            findings: Vec::new(),
+            reports: Default::default(),
+            last_change: Some(change.clone()),
+            created_at: now.clone(),
+            updated_at: now,
+        };
+        let pinned = Pinned::resolve(&release, &session, &self.policies)?;
+        let payload = pinned.active_payload(&session, &self.key, SERVER_NAME);
+        let audit = self.audit(TOOL, Some(&session), Outcome::Active, principal);
+        if let Err(e) = self.store.insert_session(&session, &audit).await {
+            // An identical keyed start that raced this one stored the session first.
+            return match self.store.load_session(&session.id).await? {
+                Some(existing) if keyed.is_some() => {
+                    self.start_again(existing, &change, principal).await
+                }
+                _ => Err(e.into()),
+            };
+        }
+        Ok(StartResult::Active(Box::new(payload)))
+    }
+
+    /// A keyed start whose session exists: the identical request gets the session's answer
+    /// while nothing has changed it since; anything else is `idempotency_key_reused`.
+    async fn start_again(
+        &self,
+        existing: Session,
+        change: &LastChange,
+        principal: Option<&Principal>,
+    ) -> Result<StartResult, EngineError> {
+        let failure = if !may_act(existing.principal.as_ref(), principal) {
+            Some(access_denied())
+        } else if existing.last_change.as_ref() == Some(change) {
+            None
+        } else if existing.last_change.as_ref().map(|c| c.tool) == Some(ChangeTool::Start) {
+            Some(Failure::new(
+                Code::IdempotencyKeyReused,
+                "this idempotency key already started a session with other arguments; use a new key for a new start",
+            ))
+        } else {
+            Some(Failure::new(
+                Code::IdempotencyKeyReused,
+                "this idempotency key started a session that has moved on since; continue it from its session file",
+            ))
+        };
+        if let Some(failure) = failure {
+            let failure = failure.with("session_id", existing.id.as_str());
+            return self.refuse(Some(&existing), failure, principal).await;
+        }
+        let release = self.pinned_release(&existing)?;
+        let pinned = Pinned::resolve(&release, &existing, &self.policies)?;
+        let payload = pinned.active_payload(&existing, &self.key, SERVER_NAME);
+        let audit = self.audit(TOOL, Some(&existing), Outcome::Replayed, principal);
+        self.store.append_audit(&audit).await?;
+        Ok(StartResult::Active(Box::new(payload)))
+    }
+
+    async fn refuse(
+        &self,
+        session: Option<&Session>,
+        failure: Failure,
+        principal: Option<&Principal>,
+    ) -> Result<StartResult, EngineError> {
+        let rejected = self
+            .reject(TOOL, session, vec![failure], principal, Evidence::None)
+            .await?;
+        Ok(StartResult::Rejected(rejected))
+    }
+}

@@ -1,0 +1,140 @@
+//! `rimthan.submit_step_reports`: check the report set against the pending plan, then advance,
+//! ask for a revision, or complete.
+
+use super::{ChangeCall, Decision, Engine, Evidence, SERVER_NAME};
+use crate::{
+    audit::{Operation, Outcome},
+    codes::{Code, Failure},
+    error::EngineError,
+    payload::StepResult,
+    reports::check_reports,
+    request::{Report, SubmitRequest, Verdict},
+    session::{ChangeTool, Finding, LastChange, Principal, Session, Status, now_rfc3339},
+    view::Pinned,
+};
+
+const TOOL: Operation = Operation::SubmitStepReports;
+
+impl Engine {
+    /// `rimthan.submit_step_reports`.
+    pub async fn submit(
+        &self,
+        req: SubmitRequest,
+        principal: Option<&Principal>,
+    ) -> Result<StepResult, EngineError> {
+        let evidence = Evidence::of_reports(&req);
+        let change = LastChange {
+            tool: ChangeTool::Submit,
+            request_sha256: Evidence::digest(&req),
+        };
+        let call = ChangeCall {
+            tool: TOOL,
+            checkpoint: &req.checkpoint,
+            principal,
+            evidence,
+            change: &change,
+        };
+        let refuse = |session: &Session, failures| {
+            let (rejected, audit) =
+                self.rejection(TOOL, Some(session), failures, principal, evidence);
+            Ok(Decision::Answer(StepResult::Rejected(rejected), audit))
+        };
+        self.change(call, StepResult::Rejected, |session, release| {
+            let pinned = Pinned::resolve(release, session, &self.policies)?;
+            if session.last_change.as_ref() == Some(&change) {
+                let payload = pinned.active_payload(session, &self.key, SERVER_NAME);
+                let audit = self.audit(TOOL, Some(session), Outcome::Replayed, principal);
+                return Ok(Decision::Answer(StepResult::Active(Box::new(payload)), audit));
+            }
+            let plan = match &session.plan {
+                Some(plan) if plan.id == req.validation_id => plan,
+                _ => {
+                    let failure = if session.retired_plans.contains(&req.validation_id) {
+                        Failure::new(
+                            Code::ValidationSuperseded,
+                            "a newer validation plan replaced this one; submit against the latest plan",
+                        )
+                    } else {
+                        Failure::new(
+                            Code::ValidationNotFound,
+                            "no validation plan with this id is pending; call rimthan.prepare_step_validation",
+                        )
+                    };
+                    let failure = failure.with("validation_id", &req.validation_id);
+                    return refuse(session, vec![failure]);
+                }
+            };
+            let validators = pinned.planned(session, plan)?;
+            let failures = check_reports(&pinned, session, plan, &validators, &req.reports);
+            if !failures.is_empty() {
+                return refuse(session, failures);
+            }
+            let mut next = session.clone();
+            let plan = plan.clone();
+            next.plan = None;
+            next.retire(plan.id.clone());
+            next.reports.insert(plan.step.clone(), req.reports.clone());
+            let failing: Vec<_> = req
+                .reports
+                .iter()
+                .filter(|r| r.verdict == Verdict::Fail)
+                .collect();
+            if failing.is_empty() {
+                next.ledger.extend(plan.outputs);
+                next.step_index += 1;
+                next.status = if next.step_index == pinned.workflow.steps().len() {
+                    Status::Completed
+                } else {
+                    Status::Active
+                };
+                next.findings.clear();
+            } else {
+                next.status = Status::Revise;
+                next.findings = findings_of(&failing);
+            }
+            next.last_change = Some(change.clone());
+            next.seq += 1;
+            next.revision += 1;
+            next.updated_at = now_rfc3339();
+            let answer = StepResult::Active(Box::new(pinned.active_payload(
+                &next,
+                &self.key,
+                SERVER_NAME,
+            )));
+            let mut audit = self.audit(TOOL, Some(&next), next.status.into(), principal);
+            evidence.apply(&mut audit);
+            Ok(Decision::Change {
+                next: Box::new(next),
+                audit,
+                answer,
+            })
+        })
+        .await
+    }
+}
+
+fn findings_of(failing: &[&Report]) -> Vec<Finding> {
+    failing
+        .iter()
+        .flat_map(|r| {
+            let listed = r.findings.iter().map(|f| Finding {
+                validator_id: r.validator_id.clone(),
+                severity: serde_json::to_value(f.severity)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                message: f.message.clone(),
+                path: f.path.clone(),
+                pointer: f.pointer.clone(),
+            });
+            let summary = r.findings.is_empty().then(|| Finding {
+                validator_id: r.validator_id.clone(),
+                severity: "error".into(),
+                message: r.summary.clone(),
+                path: None,
+                pointer: None,
+            });
+            listed.chain(summary).collect::<Vec<_>>()
+        })
+        .collect()
+}
