@@ -113,7 +113,7 @@ fn crash_and_recover(database: &str) {
     let mut server = spawn_server(database, port);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let store = runtime
-        .block_on(rimthan_engine::store::open(database))
+        .block_on(rimthan_engine::store::open_read_only(database))
         .unwrap();
     let mut resumable = Vec::new();
     for entry in std::fs::read_dir(projects.path()).unwrap() {

@@ -19,12 +19,35 @@ async fn full_session(engine: &Engine) {
     }
 }
 
+/// Sessions run at once in the concurrent cells: as many harnesses as the HTTP load test's.
+const CONCURRENT: usize = 64;
+
 fn bench_store(c: &mut Criterion, name: &str, rt: &tokio::runtime::Runtime, store: Arc<dyn Store>) {
-    let engine = rt.block_on(common::engine_on(store));
+    let engine = Arc::new(rt.block_on(common::engine_on(store)));
     let mut group = c.benchmark_group("full_session");
     group.throughput(Throughput::Elements(1));
     group.sample_size(20);
     group.bench_function(name, |b| b.iter(|| rt.block_on(full_session(&engine))));
+    group.finish();
+    // Concurrent sessions share transactions (group commit), as concurrent harnesses do.
+    let mut group = c.benchmark_group("concurrent_sessions");
+    group.throughput(Throughput::Elements(CONCURRENT as u64));
+    group.sample_size(10);
+    group.bench_function(name, |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let runs: Vec<_> = (0..CONCURRENT)
+                    .map(|_| {
+                        let engine = engine.clone();
+                        tokio::spawn(async move { full_session(&engine).await })
+                    })
+                    .collect();
+                for run in runs {
+                    run.await.unwrap();
+                }
+            })
+        })
+    });
     group.finish();
 }
 

@@ -2,10 +2,15 @@
 //! append-only audit log, and server secrets. SQLite is the embedded default; PostgreSQL serves
 //! several replicas. Both run the same behavioural test suite.
 
+mod cache;
+mod commit;
 mod postgres;
 mod sqlite;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
+pub use cache::SESSION_CACHE_CAPACITY;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
@@ -73,8 +78,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn insert_session(&self, session: &Session, audit: &AuditEntry)
     -> Result<(), StoreError>;
 
-    /// Loads a session.
-    async fn load_session(&self, id: &SessionId) -> Result<Option<Session>, StoreError>;
+    /// Loads a session: the stored revision, from memory when the store can prove it is current
+    /// (`docs/engine.md` §7.1).
+    async fn load_session(&self, id: &SessionId) -> Result<Option<Arc<Session>>, StoreError>;
 
     /// Replaces a session if its stored revision is still `expected_revision`, appending the
     /// audit entry in the same transaction. Returns whether it swapped.
@@ -100,16 +106,27 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 }
 
 /// Opens the store a URL names: `sqlite://PATH`, `sqlite::memory:`, or `postgres://…`.
-pub async fn open(url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+pub async fn open(url: &str) -> Result<Arc<dyn Store>, StoreError> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(std::sync::Arc::new(PostgresStore::connect(url).await?))
+        Ok(Arc::new(PostgresStore::connect(url).await?))
     } else if url.starts_with("sqlite:") {
-        Ok(std::sync::Arc::new(SqliteStore::open(url).await?))
+        Ok(Arc::new(SqliteStore::open(url).await?))
     } else {
         Err(StoreError::new(
             StoreErrorKind::Unavailable,
             format!("unsupported database URL {url:?}: use sqlite://PATH or postgres://…"),
         ))
+    }
+}
+
+/// Opens the store a URL names to read only, beside the process that serves it (for inspection
+/// commands and tests): SQLite without its writer lock or cache; PostgreSQL as usual, since every
+/// replica already reads beside the others.
+pub async fn open_read_only(url: &str) -> Result<Arc<dyn Store>, StoreError> {
+    if url.starts_with("sqlite:") {
+        Ok(Arc::new(SqliteStore::open_read_only(url).await?))
+    } else {
+        open(url).await
     }
 }
 

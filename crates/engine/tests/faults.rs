@@ -54,7 +54,7 @@ impl Store for FailingStore {
         self.check("insert_session")?;
         self.inner.insert_session(session, audit).await
     }
-    async fn load_session(&self, id: &SessionId) -> Result<Option<Session>, StoreError> {
+    async fn load_session(&self, id: &SessionId) -> Result<Option<Arc<Session>>, StoreError> {
         self.check("load_session")?;
         self.inner.load_session(id).await
     }

@@ -8,5 +8,6 @@ mod common;
 mod docs;
 mod faults;
 mod isolation;
+mod replicas;
 mod report_contracts;
 mod submissions;

@@ -79,6 +79,23 @@ pub async fn postgres() -> Option<Arc<dyn Store>> {
     ))
 }
 
+/// Two PostgreSQL stores on one fresh schema, each with its own connections and session cache,
+/// as two replicas have; `None` (with a notice) when no server is configured.
+pub async fn postgres_replicas() -> Option<[Arc<dyn Store>; 2]> {
+    let Ok(url) = std::env::var(PG_ENV) else {
+        eprintln!("{PG_ENV} is not set: skipping this PostgreSQL test");
+        return None;
+    };
+    let schema = format!("t_{}", rimthan_engine::SessionId::generate());
+    let a = PostgresStore::connect_in_schema(&url, &schema)
+        .await
+        .unwrap();
+    let b = PostgresStore::connect_in_schema(&url, &schema)
+        .await
+        .unwrap();
+    Some([Arc::new(a), Arc::new(b)])
+}
+
 /// The worked example the embedded release gives for the output at `path` (the step's inlined
 /// example, or the output schema's first `examples` entry), as a harness would write it. Read
 /// once: benchmarks and fuzz targets call this per session.

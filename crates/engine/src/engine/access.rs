@@ -16,7 +16,7 @@ use crate::{
 
 /// A session loaded for a call, or the failures that stop the call (with the session, when
 /// one was found, so the rejection is audited against it).
-type Opened = Result<(Session, Arc<VerifiedRelease>), (Option<Session>, Vec<Failure>)>;
+type Opened = Result<(Arc<Session>, Arc<VerifiedRelease>), (Option<Arc<Session>>, Vec<Failure>)>;
 
 impl Engine {
     /// Loads the session `token` names. A checkpoint one behind is current for `retry`, the
@@ -82,11 +82,11 @@ impl Engine {
         principal: Option<&Principal>,
         evidence: Evidence,
         retry: Option<&LastChange>,
-    ) -> Result<Result<(Session, Arc<VerifiedRelease>), Rejected>, EngineError> {
+    ) -> Result<Result<(Arc<Session>, Arc<VerifiedRelease>), Rejected>, EngineError> {
         Ok(match self.load(token, principal, retry).await? {
             Ok(opened) => Ok(opened),
             Err((session, failures)) => Err(self
-                .reject(tool, session.as_ref(), failures, principal, evidence)
+                .reject(tool, session.as_deref(), failures, principal, evidence)
                 .await?),
         })
     }

@@ -1,6 +1,8 @@
 //! `rimthan.start_workflow`: resolve the release and workflow, evaluate every blocker, and store
 //! a new session bound to the declared host, or answer a keyed retry from the session it made.
 
+use std::sync::Arc;
+
 use super::{
     Engine, Evidence, SERVER_NAME,
     access::{access_denied, may_act},
@@ -159,7 +161,7 @@ impl Engine {
     /// while nothing has changed it since; anything else is `idempotency_key_reused`.
     async fn start_again(
         &self,
-        existing: Session,
+        existing: Arc<Session>,
         change: &LastChange,
         principal: Option<&Principal>,
     ) -> Result<StartResult, EngineError> {

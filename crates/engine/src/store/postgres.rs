@@ -1,7 +1,7 @@
 //! The store for several replicas: one PostgreSQL database. Migrations run under sqlx's
 //! advisory lock, so replicas starting together migrate once.
 
-use std::str::FromStr;
+use std::{str::FromStr, sync::Arc};
 
 use async_trait::async_trait;
 use sqlx::{
@@ -10,8 +10,10 @@ use sqlx::{
 };
 
 use super::{
-    AuditEntry, Store, StoreError, StoreErrorKind, decode_codes, decode_operation, decode_outcome,
-    decode_session, encode_codes, encode_session,
+    AuditEntry, Store, StoreError, StoreErrorKind,
+    cache::{SESSION_CACHE_CAPACITY, SessionCache},
+    commit::{Apply, Committer, SessionRow, Write},
+    decode_codes, decode_operation, decode_outcome, decode_session, encode_codes,
 };
 use crate::session::{Session, SessionId};
 
@@ -19,6 +21,15 @@ use crate::session::{Session, SessionId};
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    /// The live sessions; other replicas write the same rows, so a cached session is used only
+    /// after its stored revision is probed.
+    cache: Arc<SessionCache>,
+    /// Session changes and their audit entries, group-committed.
+    changes: Committer,
+    /// Audit entries of calls that changed no state, group-committed without waiting for the
+    /// WAL flush: they survive a server crash, only not a database host's power loss, and
+    /// acknowledge nothing.
+    audits: Committer,
 }
 
 impl PostgresStore {
@@ -74,7 +85,90 @@ impl PostgresStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::new(StoreErrorKind::Migration, e))?;
-        Ok(Self { pool })
+        Ok(Self {
+            changes: Committer::spawn(Transactions {
+                pool: pool.clone(),
+                durable: true,
+            }),
+            audits: Committer::spawn(Transactions {
+                pool: pool.clone(),
+                durable: false,
+            }),
+            pool,
+            cache: Arc::new(SessionCache::new(SESSION_CACHE_CAPACITY)),
+        })
+    }
+}
+
+/// Applies a batch of writes in one transaction.
+struct Transactions {
+    pool: PgPool,
+    /// Whether the commit waits for the WAL flush.
+    durable: bool,
+}
+
+#[async_trait]
+impl Apply for Transactions {
+    async fn apply(&self, writes: &[&Write]) -> Result<Vec<bool>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        if !self.durable {
+            sqlx::query("SET LOCAL synchronous_commit TO OFF")
+                .execute(&mut *tx)
+                .await?;
+        }
+        let mut took = Vec::with_capacity(writes.len());
+        for write in writes {
+            took.push(match write {
+                Write::Insert(row, audit) => {
+                    sqlx::query(
+                        "INSERT INTO sessions (id, revision, seq, state, created_at, updated_at, \
+                         status) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    )
+                    .bind(&row.id)
+                    .bind(row.revision)
+                    .bind(row.seq)
+                    .bind(&row.state)
+                    .bind(&row.created_at)
+                    .bind(&row.updated_at)
+                    .bind(row.status)
+                    .execute(&mut *tx)
+                    .await?;
+                    insert_audit(&mut *tx, audit).await?;
+                    true
+                }
+                Write::Update {
+                    expected,
+                    row,
+                    audit,
+                } => {
+                    let swapped = sqlx::query(
+                        "UPDATE sessions SET revision = $1, seq = $2, state = $3, updated_at = $4, \
+                         status = $5 WHERE id = $6 AND revision = $7",
+                    )
+                    .bind(row.revision)
+                    .bind(row.seq)
+                    .bind(&row.state)
+                    .bind(&row.updated_at)
+                    .bind(row.status)
+                    .bind(&row.id)
+                    .bind(expected)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected()
+                        == 1;
+                    if swapped {
+                        insert_audit(&mut *tx, audit).await?;
+                    }
+                    swapped
+                }
+                Write::Audit(audit) => {
+                    insert_audit(&mut *tx, audit).await?;
+                    true
+                }
+            });
+        }
+        tx.commit().await?;
+        Ok(took)
     }
 }
 
@@ -143,32 +237,37 @@ impl Store for PostgresStore {
         session: &Session,
         audit: &AuditEntry,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO sessions (id, revision, seq, state, created_at, updated_at, status) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(session.id.as_str())
-        .bind(session.revision as i64)
-        .bind(session.seq as i64)
-        .bind(encode_session(session)?)
-        .bind(&session.created_at)
-        .bind(&session.updated_at)
-        .bind(session.status.as_str())
-        .execute(&mut *tx)
-        .await?;
-        insert_audit(&mut *tx, audit).await?;
-        tx.commit().await?;
+        let row = SessionRow::of(session)?;
+        self.changes
+            .write(Write::Insert(row, audit.clone()))
+            .await?;
+        self.cache.committed(session.clone());
         Ok(())
     }
 
-    async fn load_session(&self, id: &SessionId) -> Result<Option<Session>, StoreError> {
+    async fn load_session(&self, id: &SessionId) -> Result<Option<Arc<Session>>, StoreError> {
+        if let Some(cached) = self.cache.get(id) {
+            // Another replica may have changed it: the revision alone says whether it did.
+            let stored: Option<i64> =
+                sqlx::query_scalar("SELECT revision FROM sessions WHERE id = $1")
+                    .bind(id.as_str())
+                    .fetch_optional(&self.pool)
+                    .await?;
+            match stored {
+                None => return Ok(None),
+                Some(r) if r as u64 == cached.revision => return Ok(Some(cached)),
+                Some(_) => {}
+            }
+        }
+        let ticket = self.cache.ticket();
         let row = sqlx::query("SELECT state FROM sessions WHERE id = $1")
             .bind(id.as_str())
             .fetch_optional(&self.pool)
             .await?;
-        row.map(|r| decode_session(&r.try_get::<String, _>("state")?))
-            .transpose()
+        let Some(row) = row else { return Ok(None) };
+        let session = Arc::new(decode_session(&row.try_get::<String, _>("state")?)?);
+        self.cache.read(ticket, session.clone());
+        Ok(Some(session))
     }
 
     async fn update_session(
@@ -177,41 +276,23 @@ impl Store for PostgresStore {
         session: &Session,
         audit: &AuditEntry,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let swapped = sqlx::query(
-            "UPDATE sessions SET revision = $1, seq = $2, state = $3, updated_at = $4, status = $5 \
-             WHERE id = $6 AND revision = $7",
-        )
-        .bind(session.revision as i64)
-        .bind(session.seq as i64)
-        .bind(encode_session(session)?)
-        .bind(&session.updated_at)
-        .bind(session.status.as_str())
-        .bind(session.id.as_str())
-        .bind(expected_revision as i64)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected()
-            == 1;
-        if !swapped {
-            tx.rollback().await?;
-            return Ok(false);
+        let write = Write::Update {
+            expected: expected_revision as i64,
+            row: SessionRow::of(session)?,
+            audit: audit.clone(),
+        };
+        let swapped = self.changes.write(write).await?;
+        if swapped {
+            self.cache.committed(session.clone());
         }
-        insert_audit(&mut *tx, audit).await?;
-        tx.commit().await?;
-        Ok(true)
+        Ok(swapped)
     }
 
     async fn append_audit(&self, audit: &AuditEntry) -> Result<(), StoreError> {
-        // Entries of calls that changed no state need no wait for the WAL flush: they survive
-        // a server crash, only not a database host's power loss, and acknowledge nothing.
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SET LOCAL synchronous_commit TO OFF")
-            .execute(&mut *tx)
-            .await?;
-        insert_audit(&mut *tx, audit).await?;
-        tx.commit().await?;
-        Ok(())
+        self.audits
+            .write(Write::Audit(audit.clone()))
+            .await
+            .map(|_| ())
     }
 
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {

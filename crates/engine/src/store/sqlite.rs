@@ -1,7 +1,8 @@
 //! The embedded default store: one SQLite file in WAL mode with `synchronous=FULL`, so an
-//! acknowledged change survives a crash or power loss.
+//! acknowledged change survives a crash or power loss. One process writes the file (it holds
+//! `PATH.lock`), serves its live sessions from memory and group-commits its changes.
 
-use std::{str::FromStr, time::Duration};
+use std::{fs::File, path::Path, str::FromStr, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use sqlx::{
@@ -12,19 +13,36 @@ use sqlx::{
 };
 
 use super::{
-    AuditEntry, Store, StoreError, StoreErrorKind, decode_codes, decode_operation, decode_outcome,
-    decode_session, encode_codes, encode_session,
+    AuditEntry, Store, StoreError, StoreErrorKind,
+    cache::{SESSION_CACHE_CAPACITY, SessionCache},
+    commit::{Apply, Committer, SessionRow, Write},
+    decode_codes, decode_operation, decode_outcome, decode_session, encode_codes,
 };
 use crate::session::{Session, SessionId};
 
 /// SQLite-backed [`Store`].
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
+    /// Reads (a read-only store does nothing else).
     pool: SqlitePool,
-    /// Connections without a per-commit fsync, for audit entries of calls that changed no
-    /// state: those entries survive a process crash (WAL), only not a power loss, and they
-    /// acknowledge nothing a harness builds on.
-    audit_pool: SqlitePool,
+    /// The writers and the live sessions; none when opened read-only.
+    writer: Option<Writer>,
+}
+
+#[derive(Debug, Clone)]
+struct Writer {
+    /// Session changes and their audit entries, group-committed with `synchronous=FULL`.
+    changes: Committer,
+    /// Audit entries of calls that changed no state, group-committed without the per-commit
+    /// fsync: they survive a process crash (WAL), only not a power loss, and acknowledge
+    /// nothing a harness builds on.
+    audits: Committer,
+    /// This process is the database's only writer, so each change it commits keeps these
+    /// current.
+    cache: Arc<SessionCache>,
+    /// Held open for the store's life: the advisory lock on `PATH.lock` that makes this process
+    /// the database file's only writer (none for a memory database).
+    _lock: Option<Arc<File>>,
 }
 
 /// The size the WAL file is cut back to after a checkpoint.
@@ -32,11 +50,17 @@ const WAL_LIMIT_BYTES: u64 = 64 << 20;
 
 impl SqliteStore {
     /// Opens (creating if needed) and migrates the database at `url` (`sqlite://PATH` or
-    /// `sqlite::memory:`).
+    /// `sqlite::memory:`) as its only writer: another process holding it is refused.
     pub async fn open(url: &str) -> Result<Self, StoreError> {
         let memory = url.contains(":memory:") || url.contains("mode=memory");
         let options = SqliteConnectOptions::from_str(url)
-            .map_err(|e| StoreError::new(StoreErrorKind::Unavailable, e))?
+            .map_err(|e| StoreError::new(StoreErrorKind::Unavailable, e))?;
+        let lock = if memory {
+            None
+        } else {
+            Some(Arc::new(writer_lock(options.get_filename())?))
+        };
+        let options = options
             .create_if_missing(true)
             .journal_mode(if memory {
                 SqliteJournalMode::Memory
@@ -64,15 +88,149 @@ impl SqliteStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::new(StoreErrorKind::Migration, e))?;
-        let audit_pool = if memory {
-            pool.clone()
+        let (changes, audits) = if memory {
+            (pool.clone(), pool.clone())
         } else {
-            SqlitePoolOptions::new()
-                .max_connections(2)
-                .connect_with(options.synchronous(SqliteSynchronous::Normal))
-                .await?
+            // One connection each: SQLite has one writer at a time anyway, and a batch needs
+            // only one transaction.
+            let one = || SqlitePoolOptions::new().max_connections(1);
+            (
+                one().connect_with(options.clone()).await?,
+                one()
+                    .connect_with(options.synchronous(SqliteSynchronous::Normal))
+                    .await?,
+            )
         };
-        Ok(Self { pool, audit_pool })
+        Ok(Self {
+            pool,
+            writer: Some(Writer {
+                changes: Committer::spawn(Transactions(changes)),
+                audits: Committer::spawn(Transactions(audits)),
+                cache: Arc::new(SessionCache::new(SESSION_CACHE_CAPACITY)),
+                _lock: lock,
+            }),
+        })
+    }
+
+    /// Opens the database at `url` to read only, beside the process that writes it: no lock,
+    /// no cache, no migration; every write is refused.
+    pub async fn open_read_only(url: &str) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| StoreError::new(StoreErrorKind::Unavailable, e))?
+            .read_only(true)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(2)
+            .connect_with(options)
+            .await?;
+        Ok(Self { pool, writer: None })
+    }
+
+    fn writer(&self) -> Result<&Writer, StoreError> {
+        self.writer.as_ref().ok_or_else(|| {
+            StoreError::new(
+                StoreErrorKind::Other,
+                "this store was opened read-only; only the serving process writes",
+            )
+        })
+    }
+}
+
+/// Takes the advisory lock that makes this process the only writer of the database at `path`,
+/// so sessions can be served from memory. SQLite serves one process; replicas share PostgreSQL.
+fn writer_lock(path: &Path) -> Result<File, StoreError> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let lock_path = Path::new(&name);
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(lock_path)
+        .map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::Unavailable,
+                format!("cannot open the writer lock {}: {e}", lock_path.display()),
+            )
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::new(
+            StoreErrorKind::Unavailable,
+            format!(
+                "the SQLite database {} is in use by another process (it holds {}); SQLite \
+                 serves one process: stop the other one, or share PostgreSQL between replicas",
+                path.display(),
+                lock_path.display()
+            ),
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(StoreError::new(
+            StoreErrorKind::Unavailable,
+            format!("cannot lock {}: {e}", lock_path.display()),
+        )),
+    }
+}
+
+/// Applies a batch of writes in one transaction on one pool.
+struct Transactions(SqlitePool);
+
+#[async_trait]
+impl Apply for Transactions {
+    async fn apply(&self, writes: &[&Write]) -> Result<Vec<bool>, StoreError> {
+        let mut tx = self.0.begin().await?;
+        let mut took = Vec::with_capacity(writes.len());
+        for write in writes {
+            took.push(match write {
+                Write::Insert(row, audit) => {
+                    sqlx::query(
+                        "INSERT INTO sessions (id, revision, seq, state, created_at, updated_at, \
+                         status) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    )
+                    .bind(&row.id)
+                    .bind(row.revision)
+                    .bind(row.seq)
+                    .bind(&row.state)
+                    .bind(&row.created_at)
+                    .bind(&row.updated_at)
+                    .bind(row.status)
+                    .execute(&mut *tx)
+                    .await?;
+                    insert_audit(&mut *tx, audit).await?;
+                    true
+                }
+                Write::Update {
+                    expected,
+                    row,
+                    audit,
+                } => {
+                    let swapped = sqlx::query(
+                        "UPDATE sessions SET revision = ?, seq = ?, state = ?, updated_at = ?, \
+                         status = ? WHERE id = ? AND revision = ?",
+                    )
+                    .bind(row.revision)
+                    .bind(row.seq)
+                    .bind(&row.state)
+                    .bind(&row.updated_at)
+                    .bind(row.status)
+                    .bind(&row.id)
+                    .bind(expected)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected()
+                        == 1;
+                    if swapped {
+                        insert_audit(&mut *tx, audit).await?;
+                    }
+                    swapped
+                }
+                Write::Audit(audit) => {
+                    insert_audit(&mut *tx, audit).await?;
+                    true
+                }
+            });
+        }
+        tx.commit().await?;
+        Ok(took)
     }
 }
 
@@ -122,13 +280,15 @@ where
 #[async_trait]
 impl Store for SqliteStore {
     async fn secret(&self, name: &str, generated: Vec<u8>) -> Result<Vec<u8>, StoreError> {
-        sqlx::query(
-            "INSERT INTO secrets (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(name)
-        .bind(generated)
-        .execute(&self.pool)
-        .await?;
+        if self.writer.is_some() {
+            sqlx::query(
+                "INSERT INTO secrets (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+            )
+            .bind(name)
+            .bind(generated)
+            .execute(&self.pool)
+            .await?;
+        }
         let row = sqlx::query("SELECT value FROM secrets WHERE name = ?")
             .bind(name)
             .fetch_one(&self.pool)
@@ -141,32 +301,32 @@ impl Store for SqliteStore {
         session: &Session,
         audit: &AuditEntry,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO sessions (id, revision, seq, state, created_at, updated_at, status) \
-             VALUES (?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(session.id.as_str())
-        .bind(session.revision as i64)
-        .bind(session.seq as i64)
-        .bind(encode_session(session)?)
-        .bind(&session.created_at)
-        .bind(&session.updated_at)
-        .bind(session.status.as_str())
-        .execute(&mut *tx)
-        .await?;
-        insert_audit(&mut *tx, audit).await?;
-        tx.commit().await?;
+        let writer = self.writer()?;
+        let row = SessionRow::of(session)?;
+        writer
+            .changes
+            .write(Write::Insert(row, audit.clone()))
+            .await?;
+        writer.cache.committed(session.clone());
         Ok(())
     }
 
-    async fn load_session(&self, id: &SessionId) -> Result<Option<Session>, StoreError> {
+    async fn load_session(&self, id: &SessionId) -> Result<Option<Arc<Session>>, StoreError> {
+        let cache = self.writer.as_ref().map(|w| &w.cache);
+        if let Some(cached) = cache.and_then(|c| c.get(id)) {
+            return Ok(Some(cached));
+        }
+        let ticket = cache.map(|c| c.ticket());
         let row = sqlx::query("SELECT state FROM sessions WHERE id = ?")
             .bind(id.as_str())
             .fetch_optional(&self.pool)
             .await?;
-        row.map(|r| decode_session(&r.try_get::<String, _>("state")?))
-            .transpose()
+        let Some(row) = row else { return Ok(None) };
+        let session = Arc::new(decode_session(&row.try_get::<String, _>("state")?)?);
+        if let (Some(cache), Some(ticket)) = (cache, ticket) {
+            cache.read(ticket, session.clone());
+        }
+        Ok(Some(session))
     }
 
     async fn update_session(
@@ -175,33 +335,25 @@ impl Store for SqliteStore {
         session: &Session,
         audit: &AuditEntry,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let swapped = sqlx::query(
-            "UPDATE sessions SET revision = ?, seq = ?, state = ?, updated_at = ?, status = ? \
-             WHERE id = ? AND revision = ?",
-        )
-        .bind(session.revision as i64)
-        .bind(session.seq as i64)
-        .bind(encode_session(session)?)
-        .bind(&session.updated_at)
-        .bind(session.status.as_str())
-        .bind(session.id.as_str())
-        .bind(expected_revision as i64)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected()
-            == 1;
-        if !swapped {
-            tx.rollback().await?;
-            return Ok(false);
+        let writer = self.writer()?;
+        let write = Write::Update {
+            expected: expected_revision as i64,
+            row: SessionRow::of(session)?,
+            audit: audit.clone(),
+        };
+        let swapped = writer.changes.write(write).await?;
+        if swapped {
+            writer.cache.committed(session.clone());
         }
-        insert_audit(&mut *tx, audit).await?;
-        tx.commit().await?;
-        Ok(true)
+        Ok(swapped)
     }
 
     async fn append_audit(&self, audit: &AuditEntry) -> Result<(), StoreError> {
-        insert_audit(&self.audit_pool, audit).await
+        self.writer()?
+            .audits
+            .write(Write::Audit(audit.clone()))
+            .await
+            .map(|_| ())
     }
 
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {

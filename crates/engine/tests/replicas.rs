@@ -1,0 +1,94 @@
+//! Sessions served from memory stay correct across processes: replicas on one PostgreSQL
+//! database each keep their own cache, and a SQLite file has exactly one writer process.
+
+use std::sync::Arc;
+
+use rimthan_engine::{ActivePayload, ActiveStepRequest, Engine, Status, Store, store::SqliteStore};
+
+use crate::common::*;
+
+async fn read(engine: &Engine, checkpoint: &str) -> rimthan_engine::StepResult {
+    engine
+        .active_step(
+            ActiveStepRequest {
+                checkpoint: checkpoint.to_owned(),
+            },
+            None,
+        )
+        .await
+        .unwrap()
+}
+
+/// At every change made on one replica, both replicas serve the new checkpoint the step the
+/// store holds, and both refuse the checkpoint it replaced, though each had cached the session
+/// as it was before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_never_serve_a_step_older_than_the_store() {
+    let Some([a, b]) = postgres_replicas().await else {
+        return;
+    };
+    let replicas = [engine_on(a).await, engine_on(b).await];
+    let start = start_request("claude-code");
+    let mut payload: ActivePayload = active(replicas[0].start(start.clone(), None).await.unwrap());
+    for replica in &replicas {
+        assert_eq!(
+            step_active(read(replica, &payload.checkpoint).await),
+            payload
+        );
+    }
+    let mut changes = 0;
+    while payload.status != Status::Completed {
+        let mover = &replicas[changes % 2];
+        let next = pass_step(mover, &payload, &start).await;
+        for replica in &replicas {
+            assert_eq!(
+                step_active(read(replica, &next.checkpoint).await),
+                next,
+                "change {changes}: a replica served another step than the store's"
+            );
+            let stale = read(replica, &payload.checkpoint).await;
+            assert_eq!(
+                codes(&stale),
+                ["stale_checkpoint"],
+                "change {changes}: a replaced checkpoint was served"
+            );
+        }
+        payload = next;
+        changes += 1;
+    }
+    assert!(changes >= 2, "the workflow moved through one replica only");
+}
+
+/// A second process cannot open a SQLite file another one writes: its cache would go stale
+/// behind the first one's changes. The lock goes with the store. Reading beside the writer (an
+/// inspection command) is allowed, and sees what the writer committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_file_has_one_writer_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("one.db").display());
+    let first = SqliteStore::open(&url).await.unwrap();
+    let engine = engine_on(Arc::new(first.clone())).await;
+    let payload = active(engine.start(start_request("codex"), None).await.unwrap());
+    drop(engine);
+
+    let reader = SqliteStore::open_read_only(&url).await.unwrap();
+    let id = payload.session_id.parse().unwrap();
+    let seen = reader.load_session(&id).await.unwrap().unwrap();
+    assert_eq!(seen.seq, 0);
+    let log = reader.audit_log(&id).await.unwrap();
+    let write = reader.append_audit(&log[0]).await.unwrap_err();
+    assert!(write.message.contains("read-only"), "{}", write.message);
+
+    let refused = SqliteStore::open(&url).await.unwrap_err();
+    assert_eq!(
+        refused.kind,
+        rimthan_engine::store::StoreErrorKind::Unavailable
+    );
+    assert!(
+        refused.message.contains("in use by another process"),
+        "{}",
+        refused.message
+    );
+    drop(first);
+    SqliteStore::open(&url).await.unwrap();
+}
