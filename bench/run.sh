@@ -87,15 +87,45 @@ PY
 
 # Whole sessions over HTTP (2026-07-28): each worker a faithful harness (`rimthan stage` as a
 # library: connect, list, read the assets, every prepare and submit with real files read back),
-# against a fresh server on a durable SQLite file. Not pinned: the workers share the machine.
+# against a fresh server on a durable SQLite file per cell. Not pinned: the workers share the
+# machine. After each cell: the server's per-tool latency (p50/p99 from its histogram) and the
+# largest the WAL file grew while the cell ran.
 (cd "$repo" && cargo build --release -p rimthan-stage --example load)
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$bin" serve --listen "127.0.0.1:$port" --database-url "sqlite://$work/sessions.sqlite" >/dev/null 2>&1 &
-server=$!
-trap 'kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
-until curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do sleep 0.05; done
 for concurrency in ${SESSION_CONCURRENCY:-16 64}; do
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  store="$work/sessions-$concurrency.sqlite"
+  "$bin" serve --listen "127.0.0.1:$port" --database-url "sqlite://$store" >/dev/null 2>&1 &
+  server=$!
+  trap 'kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+  until curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do sleep 0.05; done
+  (peak=0; while kill -0 "$server" 2>/dev/null; do
+     size=$(stat -c %s "$store-wal" 2>/dev/null || echo 0)
+     (( size > peak )) && peak=$size && echo "$peak" > "$work/wal-peak"
+     sleep 0.05
+   done) &
+  sampler=$!
   "$CARGO_TARGET_DIR/release/examples/load" "http://127.0.0.1:$port/mcp" codex research-study \
     "$concurrency" "${SESSIONS:-400}"
+  curl -fs "http://127.0.0.1:$port/metrics" | python3 -c '
+import re, sys
+buckets = {}
+for line in sys.stdin:
+    m = re.match(r"rimthan_tool_call_duration_seconds_bucket\{tool=\"([^\"]+)\",le=\"([^\"]+)\"\} (\d+)", line)
+    if m:
+        buckets.setdefault(m[1], []).append((float(m[2]), int(m[3])))
+def quantile(rows, q):
+    total = rows[-1][1]
+    lower, below = 0.0, 0
+    for bound, count in rows:
+        if count >= q * total:
+            if bound == float("inf"):
+                return lower
+            share = (q * total - below) / max(count - below, 1)
+            return lower + (bound - lower) * share
+        lower, below = bound, count
+for tool, rows in sorted(buckets.items()):
+    print(f"  {tool}: p50 {quantile(rows, 0.5) * 1000:.1f} ms, p99 {quantile(rows, 0.99) * 1000:.1f} ms (server, {rows[-1][1]} calls)")
+'
+  kill "$server"; wait "$server" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true
+  echo "  WAL peak: $(( $(cat "$work/wal-peak" 2>/dev/null || echo 0) / 1024 )) KiB"
 done
-kill "$server"
