@@ -67,6 +67,19 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
+/// What one retention pass deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Audit entries.
+    pub audit_entries: u64,
+    /// Completed sessions.
+    pub sessions: u64,
+}
+
+/// Rows one retention statement deletes at most, so a first prune of a large log does not hold
+/// the writer for long.
+pub const PRUNE_BATCH: i64 = 10_000;
+
 /// Storage for sessions, the audit log and server secrets.
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
@@ -94,6 +107,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Appends an audit entry for an outcome that changed no state. Backends may trade the
     /// per-commit flush to stable storage for speed here; never for session changes.
     async fn append_audit(&self, audit: &AuditEntry) -> Result<(), StoreError>;
+
+    /// Applies retention: deletes audit entries recorded before `before` (RFC 3339, UTC) and
+    /// completed sessions last changed before it, in bounded batches (`docs/engine.md` §7.3).
+    async fn prune(&self, before: &str) -> Result<Pruned, StoreError>;
 
     /// The audit entries of a session, oldest first.
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError>;

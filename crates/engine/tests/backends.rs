@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use rimthan_engine::{Code, Engine, Operation, Outcome, Status, Store, Verdict};
+use rimthan_engine::{Code, Engine, Operation, Outcome, Pruned, Status, Store, Verdict};
 
 use crate::common::*;
 
@@ -259,6 +259,47 @@ pub(crate) async fn tampered_checkpoints_are_invalid(store: Arc<dyn Store>) {
     assert_eq!(codes(&result), [Code::InvalidCheckpoint.as_str()]);
 }
 
+/// Retention deletes audit entries older than the cutoff and completed sessions last changed
+/// before it, nothing younger and no open session, which carries on as before.
+pub(crate) async fn retention_deletes_only_what_is_old_enough(store: Arc<dyn Store>) {
+    let engine = engine_on(store.clone()).await;
+    let start = start_request("codex");
+    let mut done = active(engine.start(start.clone(), None).await.unwrap());
+    while done.status != Status::Completed {
+        done = pass_step(&engine, &done, &start).await;
+    }
+    let open_start = start_request("claude-code");
+    let open = active(engine.start(open_start.clone(), None).await.unwrap());
+    let (done_id, open_id) = (
+        done.session_id.parse().unwrap(),
+        open.session_id.parse().unwrap(),
+    );
+
+    let nothing = store.prune("2000-01-01T00:00:00Z").await.unwrap();
+    assert_eq!(nothing, Pruned::default());
+    assert!(store.load_session(&done_id).await.unwrap().is_some());
+
+    let pruned = store.prune("9999-12-31T23:59:59Z").await.unwrap();
+    assert_eq!(pruned.sessions, 1, "only the completed session goes");
+    assert!(pruned.audit_entries >= 10, "{pruned:?}");
+    assert!(store.load_session(&done_id).await.unwrap().is_none());
+    assert!(store.audit_log(&done_id).await.unwrap().is_empty());
+    assert!(store.audit_log(&open_id).await.unwrap().is_empty());
+
+    let read = engine
+        .active_step(
+            rimthan_engine::ActiveStepRequest {
+                checkpoint: open.checkpoint.clone(),
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(step_active(read), open);
+    pass_step(&engine, &open, &open_start).await;
+    assert_eq!(store.audit_log(&open_id).await.unwrap().len(), 2);
+}
+
 macro_rules! backend {
     ($name:ident, $store:expr) => {
         mod $name {
@@ -295,6 +336,14 @@ macro_rules! backend {
                     return;
                 };
                 super::sessions_survive_a_new_engine_on_the_same_store(store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn retention_deletes_only_what_is_old_enough() {
+                let Some((store, _guard)) = ($store) else {
+                    return;
+                };
+                super::retention_deletes_only_what_is_old_enough(store).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

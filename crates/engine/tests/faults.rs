@@ -8,7 +8,9 @@ use std::{
 
 use async_trait::async_trait;
 use rimthan_engine::{ActiveStepRequest, Verdict};
-use rimthan_engine::{AuditEntry, Session, SessionId, Store, StoreError, store::StoreErrorKind};
+use rimthan_engine::{
+    AuditEntry, Pruned, Session, SessionId, Store, StoreError, store::StoreErrorKind,
+};
 
 use crate::common::*;
 
@@ -70,6 +72,10 @@ impl Store for FailingStore {
     async fn append_audit(&self, audit: &AuditEntry) -> Result<(), StoreError> {
         self.check("append_audit")?;
         self.inner.append_audit(audit).await
+    }
+    async fn prune(&self, before: &str) -> Result<Pruned, StoreError> {
+        self.check("prune")?;
+        self.inner.prune(before).await
     }
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {
         self.inner.audit_log(session).await

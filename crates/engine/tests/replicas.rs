@@ -92,3 +92,31 @@ async fn a_sqlite_file_has_one_writer_process() {
     drop(first);
     SqliteStore::open(&url).await.unwrap();
 }
+
+/// The audit log stays append-only to anything but retention: a delete of a row younger than
+/// the cutoff retention recorded is refused by the database itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_rows_leave_only_by_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("log.db").display());
+    let store = Arc::new(SqliteStore::open(&url).await.unwrap());
+    let engine = engine_on(store.clone()).await;
+    active(engine.start(start_request("codex"), None).await.unwrap());
+    let raw = sqlx::SqlitePool::connect(&url).await.unwrap();
+    for statement in [
+        "DELETE FROM audit_log",
+        "UPDATE audit_log SET outcome = 'active'",
+    ] {
+        let refused = sqlx::query(statement).execute(&raw).await.unwrap_err();
+        assert!(refused.to_string().contains("append-only"), "{refused}");
+    }
+    store.prune("2000-01-01T00:00:00Z").await.unwrap();
+    let refused = sqlx::query("DELETE FROM audit_log")
+        .execute(&raw)
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("only by retention"),
+        "{refused}"
+    );
+}

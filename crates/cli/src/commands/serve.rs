@@ -119,6 +119,41 @@ pub(crate) struct ServeArgs {
     /// Log format on stderr: text or json.
     #[arg(long, env = "RIMTHAN_LOG_FORMAT", default_value = "text")]
     log_format: String,
+    /// Delete audit entries older than this many days, and completed sessions last changed
+    /// before then (hourly, and at start); default: keep everything.
+    #[arg(long, env = "RIMTHAN_RETAIN_DAYS", value_parser = clap::value_parser!(u32).range(1..))]
+    retain_days: Option<u32>,
+}
+
+/// How often retention runs, after the pass at start.
+const RETENTION_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// Runs retention now and every [`RETENTION_INTERVAL`] (`docs/engine.md` §7.3); a failed pass is
+/// logged and retried at the next one.
+fn retain(store: Arc<dyn rimthan_engine::Store>, days: u32) {
+    let keep = time::Duration::days(days.into());
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(RETENTION_INTERVAL);
+        loop {
+            ticks.tick().await;
+            let before = (time::OffsetDateTime::now_utc() - keep)
+                .replace_nanosecond(0)
+                .expect("0 ns is valid")
+                .format(&time::format_description::well_known::Rfc3339)
+                .expect("UTC times format");
+            match store.prune(&before).await {
+                Ok(pruned) => tracing::info!(
+                    %before,
+                    audit_entries = pruned.audit_entries,
+                    sessions = pruned.sessions,
+                    "retention pass"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "retention pass failed; retrying at the next one")
+                }
+            }
+        }
+    });
 }
 
 fn default_database_url() -> anyhow::Result<String> {
@@ -191,6 +226,9 @@ impl ServeArgs {
             .build()?;
         runtime.block_on(async move {
             let store = rimthan_engine::store::open(&database_url).await?;
+            if let Some(days) = self.retain_days {
+                retain(store.clone(), days);
+            }
             let releases = Arc::new(Releases::new(registry, channel));
             let engine = Arc::new(Engine::new(releases, store, secret).await?);
             let server = RimthanServer::new(engine, profile);

@@ -67,6 +67,15 @@ impl SessionCache {
         }
     }
 
+    /// Drops sessions the store deleted.
+    pub(crate) fn forget(&self, ids: &[SessionId]) {
+        let mut inner = self.lock();
+        inner.epoch += 1;
+        for id in ids {
+            inner.sessions.remove(id);
+        }
+    }
+
     /// Records a change this process committed.
     pub(crate) fn committed(&self, session: Session) {
         let mut inner = self.lock();

@@ -10,7 +10,7 @@ use sqlx::{
 };
 
 use super::{
-    AuditEntry, Store, StoreError, StoreErrorKind,
+    AuditEntry, PRUNE_BATCH, Pruned, Store, StoreError, StoreErrorKind,
     cache::{SESSION_CACHE_CAPACITY, SessionCache},
     commit::{Apply, Committer, SessionRow, Write},
     decode_codes, decode_operation, decode_outcome, decode_session, encode_codes,
@@ -293,6 +293,50 @@ impl Store for PostgresStore {
             .write(Write::Audit(audit.clone()))
             .await
             .map(|_| ())
+    }
+
+    async fn prune(&self, before: &str) -> Result<Pruned, StoreError> {
+        let mut pruned = Pruned::default();
+        // The cutoff and the deletes it allows commit together, so no replica's prune can
+        // widen another's mid-way.
+        loop {
+            let mut tx = self.pool.begin().await?;
+            sqlx::query("UPDATE retention SET before = $1 WHERE id = 1")
+                .bind(before)
+                .execute(&mut *tx)
+                .await?;
+            let deleted = sqlx::query(
+                "DELETE FROM audit_log WHERE id IN \
+                 (SELECT id FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2)",
+            )
+            .bind(before)
+            .bind(PRUNE_BATCH)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            tx.commit().await?;
+            pruned.audit_entries += deleted;
+            if deleted < PRUNE_BATCH as u64 {
+                break;
+            }
+        }
+        loop {
+            let ids: Vec<String> = sqlx::query_scalar(
+                "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions \
+                 WHERE status = 'completed' AND updated_at < $1 LIMIT $2) RETURNING id",
+            )
+            .bind(before)
+            .bind(PRUNE_BATCH)
+            .fetch_all(&self.pool)
+            .await?;
+            let ids: Vec<SessionId> = ids.iter().filter_map(|id| id.parse().ok()).collect();
+            self.cache.forget(&ids);
+            pruned.sessions += ids.len() as u64;
+            if ids.len() < PRUNE_BATCH as usize {
+                break;
+            }
+        }
+        Ok(pruned)
     }
 
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {

@@ -13,7 +13,7 @@ use sqlx::{
 };
 
 use super::{
-    AuditEntry, Store, StoreError, StoreErrorKind,
+    AuditEntry, PRUNE_BATCH, Pruned, Store, StoreError, StoreErrorKind,
     cache::{SESSION_CACHE_CAPACITY, SessionCache},
     commit::{Apply, Committer, SessionRow, Write},
     decode_codes, decode_operation, decode_outcome, decode_session, encode_codes,
@@ -31,6 +31,8 @@ pub struct SqliteStore {
 
 #[derive(Debug, Clone)]
 struct Writer {
+    /// The connection session changes are committed on; retention deletes on it too.
+    pool: SqlitePool,
     /// Session changes and their audit entries, group-committed with `synchronous=FULL`.
     changes: Committer,
     /// Audit entries of calls that changed no state, group-committed without the per-commit
@@ -104,6 +106,7 @@ impl SqliteStore {
         Ok(Self {
             pool,
             writer: Some(Writer {
+                pool: changes.clone(),
                 changes: Committer::spawn(Transactions(changes)),
                 audits: Committer::spawn(Transactions(audits)),
                 cache: Arc::new(SessionCache::new(SESSION_CACHE_CAPACITY)),
@@ -354,6 +357,47 @@ impl Store for SqliteStore {
             .write(Write::Audit(audit.clone()))
             .await
             .map(|_| ())
+    }
+
+    async fn prune(&self, before: &str) -> Result<Pruned, StoreError> {
+        let writer = self.writer()?;
+        let mut pruned = Pruned::default();
+        sqlx::query("UPDATE retention SET before = ? WHERE id = 1")
+            .bind(before)
+            .execute(&writer.pool)
+            .await?;
+        loop {
+            let deleted = sqlx::query(
+                "DELETE FROM audit_log WHERE id IN \
+                 (SELECT id FROM audit_log WHERE at < ? ORDER BY at LIMIT ?)",
+            )
+            .bind(before)
+            .bind(PRUNE_BATCH)
+            .execute(&writer.pool)
+            .await?
+            .rows_affected();
+            pruned.audit_entries += deleted;
+            if deleted < PRUNE_BATCH as u64 {
+                break;
+            }
+        }
+        loop {
+            let ids: Vec<String> = sqlx::query_scalar(
+                "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions \
+                 WHERE status = 'completed' AND updated_at < ? LIMIT ?) RETURNING id",
+            )
+            .bind(before)
+            .bind(PRUNE_BATCH)
+            .fetch_all(&writer.pool)
+            .await?;
+            let ids: Vec<SessionId> = ids.iter().filter_map(|id| id.parse().ok()).collect();
+            writer.cache.forget(&ids);
+            pruned.sessions += ids.len() as u64;
+            if ids.len() < PRUNE_BATCH as usize {
+                break;
+            }
+        }
+        Ok(pruned)
     }
 
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {
