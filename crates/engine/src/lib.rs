@@ -30,7 +30,7 @@ pub use audit::{AuditEntry, Operation, Outcome};
 pub use bounds::{MAX_FORBIDDEN_PATHS, MAX_GLOB_BYTES, MAX_SCHEMA_ERROR_CHARS, MAX_SCHEMA_ERRORS};
 pub use checkpoint::{Checkpoint, CheckpointKey, MIN_SECRET_BYTES};
 pub use codes::{Code, Failure};
-pub use engine::{Engine, SERVER_NAME};
+pub use engine::{AnsweredAt, Engine, SERVER_NAME};
 pub use error::EngineError;
 pub use payload::*;
 pub use releases::Releases;

@@ -21,7 +21,7 @@ use crate::{
     auth::{self, Auth},
     conn::{self, ConnectionLimits},
     framing,
-    replay::{self, ReadReplay},
+    replay::{self, Replay},
     server::RimthanServer,
     sessions::BoundedSessionManager,
 };
@@ -219,7 +219,7 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
         Arc::new(BoundedSessionManager::new(config.max_sessions)),
         mcp_config,
     );
-    let replay = ReadReplay::new(server.engine().releases().clone());
+    let replay = Replay::new(server.engine().clone(), server.metrics().clone());
     let mut mcp_routes = Router::new()
         .route_service(MCP_PATH, mcp)
         .layer(middleware::from_fn_with_state(replay, replay::replay))

@@ -20,7 +20,9 @@ use crate::{
     catalogue,
     metrics::{Gauges, Metrics},
     profile::Profile,
-    prompts, tools,
+    prompts,
+    replay::AnswerSlot,
+    tools,
 };
 
 /// The server's name in `serverInfo`.
@@ -182,12 +184,17 @@ impl ServerHandler for RimthanServer {
             return Err(unknown());
         }
         let who = principal(&context);
+        let slot = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<AnswerSlot>());
         match tools::call(
             &self.engine,
             &self.metrics,
             &request.name,
             request.arguments.clone(),
             who.as_ref(),
+            slot,
         )
         .await
         {

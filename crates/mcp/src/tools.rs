@@ -10,7 +10,7 @@ use rimthan_engine::{
 use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 use schemars::{JsonSchema, generate::SchemaSettings};
 
-use crate::metrics::Metrics;
+use crate::{metrics::Metrics, replay::AnswerSlot};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -193,16 +193,19 @@ fn labels(outcome: &impl ToolOutcome) -> Labels {
     )
 }
 
-/// Runs a tool; `None` when no tool has that name.
+/// Runs a tool; `None` when no tool has that name. A successful `get_active_step` tells `slot`
+/// (when the HTTP layer gave one) what stored state its answer was computed from.
 pub(crate) async fn call(
     engine: &Engine,
     metrics: &Metrics,
     name: &str,
     arguments: Option<JsonObject>,
     principal: Option<&Principal>,
+    slot: Option<&AnswerSlot>,
 ) -> Option<Result<CallToolResult, rmcp::ErrorData>> {
     let started = std::time::Instant::now();
-    let (result, (outcome, code)) = dispatch(engine, metrics, name, arguments, principal).await?;
+    let (result, (outcome, code)) =
+        dispatch(engine, metrics, name, arguments, principal, slot).await?;
     metrics.tool_call(name, outcome, code, started.elapsed());
     Some(result)
 }
@@ -213,12 +216,13 @@ async fn dispatch(
     name: &str,
     arguments: Option<JsonObject>,
     principal: Option<&Principal>,
+    slot: Option<&AnswerSlot>,
 ) -> Option<(Result<CallToolResult, rmcp::ErrorData>, Labels)> {
     macro_rules! run {
-        ($request:ty, $method:ident) => {
+        ($request:ty, |$req:ident| $call:expr) => {
             match parse::<$request>(arguments) {
                 Err(rejected) => (Ok(rejected), ("rejected", Code::InvalidArguments.as_str())),
-                Ok(request) => match engine.$method(request, principal).await {
+                Ok($req) => match $call.await {
                     Ok(outcome) => (Ok(result(&outcome)), labels(&outcome)),
                     Err(e) => {
                         let labels = match &e {
@@ -234,10 +238,16 @@ async fn dispatch(
         };
     }
     Some(match name {
-        START => run!(StartRequest, start),
-        ACTIVE_STEP => run!(ActiveStepRequest, active_step),
-        PREPARE => run!(PrepareRequest, prepare),
-        SUBMIT => run!(SubmitRequest, submit),
+        START => run!(StartRequest, |r| engine.start(r, principal)),
+        ACTIVE_STEP => run!(ActiveStepRequest, |r| async {
+            let (outcome, at) = engine.active_step_at(r, principal).await?;
+            if let (Some(slot), Some(at)) = (slot, at) {
+                slot.fill(at, outcome.outcome().as_str());
+            }
+            Ok::<_, EngineError>(outcome)
+        }),
+        PREPARE => run!(PrepareRequest, |r| engine.prepare(r, principal)),
+        SUBMIT => run!(SubmitRequest, |r| engine.submit(r, principal)),
         _ => return None,
     })
 }

@@ -1,7 +1,7 @@
 //! Streamable HTTP on both revisions, hardening, and health endpoints.
 
 use rimthan_mcp::Profile;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::common::*;
 
@@ -156,4 +156,113 @@ async fn a_replayed_read_still_gets_every_header_check() {
     assert_eq!(raw_status(http.addr, &evil).await, 403);
     let no_sse = read("2025-11-25", 5).replace(", text/event-stream", "");
     assert_eq!(raw_status(http.addr, &no_sse).await, 406);
+}
+
+/// One raw `rimthan.get_active_step` call on `version`, with the headers that revision requires.
+fn step_request(version: &str, checkpoint: &Value, id: Value) -> String {
+    let mut params =
+        json!({"name": rimthan_mcp::ACTIVE_STEP, "arguments": {"checkpoint": checkpoint}});
+    let mut headers = String::new();
+    if version >= "2026-07-28" {
+        headers = format!(
+            "Mcp-Method: tools/call\r\nMcp-Name: {}\r\n",
+            rimthan_mcp::ACTIVE_STEP
+        );
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        });
+    }
+    let body =
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string();
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {version}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+async fn raw_step(
+    addr: std::net::SocketAddr,
+    version: &str,
+    checkpoint: &Value,
+    id: Value,
+) -> Value {
+    let (status, body) = raw_exchange(addr, step_request(version, checkpoint, id).as_bytes()).await;
+    assert_eq!(status, 200);
+    serde_json::from_slice(&body).unwrap()
+}
+
+/// How many `get_active_step` calls `/metrics` counts with `outcome`.
+async fn counted(addr: std::net::SocketAddr, outcome: &str) -> u64 {
+    let request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    let (_, body) = raw_exchange(addr, request.as_bytes()).await;
+    let needle = format!(
+        "tool=\"{}\",outcome=\"{outcome}\"",
+        rimthan_mcp::ACTIVE_STEP
+    );
+    String::from_utf8(body)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(&needle))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
+/// A repeated `get_active_step` is answered from the kept answer only while its session stands
+/// at the revision that answer was computed from: after a change, the same checkpoint gets the
+/// new state or its refusal, never the kept answer. Every call is counted either way.
+#[tokio::test]
+async fn repeated_active_step_reads_are_replayed_only_while_the_session_stands() {
+    let server = server(Profile::WorkflowEngine).await;
+    let engine = server.engine().clone();
+    let http = http_server(server).await;
+    let client = modern_http_client(&http.url).await;
+    let (workflow, _) = shipped_workflows().into_iter().next().unwrap();
+    let (start, payload) = session_at_first_work_step(&client, &workflow, "codex").await;
+    let checkpoint = &payload["checkpoint"];
+    let direct = |checkpoint: &Value| {
+        let engine = engine.clone();
+        let checkpoint = checkpoint.as_str().unwrap().to_owned();
+        async move {
+            let result = engine
+                .active_step(rimthan_engine::ActiveStepRequest { checkpoint }, None)
+                .await
+                .unwrap();
+            serde_json::to_value(result).unwrap()
+        }
+    };
+    for version in ["2025-11-25", "2026-07-28"] {
+        let before = counted(http.addr, "active").await;
+        let first = raw_step(http.addr, version, checkpoint, json!(1)).await;
+        let second = raw_step(http.addr, version, checkpoint, json!("two")).await;
+        assert_eq!((&first["id"], &second["id"]), (&json!(1), &json!("two")));
+        assert_eq!(first["result"], second["result"], "{version}");
+        assert_eq!(
+            first["result"]["structuredContent"],
+            direct(checkpoint).await
+        );
+        assert_eq!(counted(http.addr, "active").await, before + 2, "{version}");
+    }
+
+    // A prepare changes the session but not its checkpoint: the answer is computed anew.
+    let release = shipped();
+    let plan = prepare_active_step(&client, &release, &workflow, &start, &payload).await;
+    let after = raw_step(http.addr, "2025-11-25", checkpoint, json!(3)).await;
+    assert_eq!(
+        after["result"]["structuredContent"],
+        direct(checkpoint).await
+    );
+
+    // Once the session moves on, the old checkpoint is refused, and stays refused.
+    let next = submit_passing_reports(&client, &release, &payload, &plan).await;
+    assert_ne!(next["checkpoint"], *checkpoint);
+    for id in [4, 5] {
+        let stale = raw_step(http.addr, "2025-11-25", checkpoint, json!(id)).await;
+        assert_eq!(stale["result"]["isError"], true, "{stale}");
+        assert_eq!(
+            stale["result"]["structuredContent"]["failures"][0]["code"],
+            "stale_checkpoint"
+        );
+    }
+    client.cancel().await.unwrap();
 }

@@ -33,6 +33,7 @@ use crate::{
     store::Store,
 };
 
+pub use active_step::AnsweredAt;
 pub(crate) use record::Evidence;
 
 /// The MCP server's name, written into session files.

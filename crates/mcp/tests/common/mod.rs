@@ -293,6 +293,19 @@ async fn complete_step(
     start: &Value,
     payload: Value,
 ) -> Value {
+    let plan = prepare_active_step(clients[0], release, workflow, start, &payload).await;
+    submit_passing_reports(clients[1], release, &payload, &plan).await
+}
+
+/// Prepares the active step of `payload` with the release's examples as outputs; returns the
+/// validation plan.
+pub async fn prepare_active_step(
+    client: &Client,
+    release: &VerifiedRelease,
+    workflow: &str,
+    start: &Value,
+    payload: &Value,
+) -> Value {
     let harness = start["host"]["harness"].as_str().unwrap();
     let step = payload["step"].clone();
     let id = step["id"].as_str().unwrap().to_owned();
@@ -322,8 +335,19 @@ async fn complete_step(
         }).collect();
         prepare["output_attestation"] = json!({"artifacts": artifacts});
     }
-    let plan = structured(&call(clients[0], rimthan_mcp::PREPARE, prepare).await);
+    let plan = structured(&call(client, rimthan_mcp::PREPARE, prepare).await);
     assert_eq!(plan["status"], "ready", "{plan}");
+    plan
+}
+
+/// Submits a passing report per validator of `plan`, with what each report schema adds;
+/// returns the next payload.
+pub async fn submit_passing_reports(
+    client: &Client,
+    release: &VerifiedRelease,
+    payload: &Value,
+    plan: &Value,
+) -> Value {
     let reports: Vec<Value> = plan["validators"].as_array().unwrap().iter().map(|v| {
         let schema = release
             .schema(&v["report_schema"]["id"].as_str().unwrap().parse().unwrap(),
@@ -341,7 +365,7 @@ async fn complete_step(
         report
     }).collect();
     let submit = json!({"checkpoint": payload["checkpoint"], "validation_id": plan["validation_id"], "reports": reports});
-    let result = call(clients[1], rimthan_mcp::SUBMIT, submit).await;
+    let result = call(client, rimthan_mcp::SUBMIT, submit).await;
     assert_ne!(result.is_error, Some(true));
     structured(&result)
 }
