@@ -11,7 +11,7 @@ use crate::{
 };
 
 /// The stored state an answer was computed from: the same session at the same revision, under
-/// the same registry and caller, gets the same answer (`docs/mcp.md` §2.4).
+/// the same registry and caller, gets the same answer (`docs/mcp.md` §3.1).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AnsweredAt {
     /// The session.

@@ -1,5 +1,5 @@
 //! Replays answers from pre-serialized bytes: repeated `resources/read` requests, and repeated
-//! `rimthan.get_active_step` calls while their session has not changed (`docs/mcp.md` §2.4).
+//! `rimthan.get_active_step` calls while their session has not changed (`docs/mcp.md` §3.1).
 //!
 //! A read's answer is a pure function of the verified registry in use, the request's headers and
 //! its body apart from the JSON-RPC id: release content is immutable and the handler reads
