@@ -115,7 +115,7 @@ async fn readyz(
 
 async fn metrics(State(server): State<RimthanServer>) -> impl IntoResponse {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
         server.render_metrics().await,
     )
 }

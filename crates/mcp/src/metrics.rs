@@ -1,36 +1,59 @@
-//! Prometheus text metrics: tool calls by outcome and code, latency histograms, open
-//! sessions, the registry release in use, store errors and refused registry reloads.
+//! Prometheus metrics (`docs/operations/deploy.md` §8), kept and encoded by `prometheus-client`
+//! (OpenMetrics text, label values escaped): tool calls by outcome and code, latency histograms,
+//! open sessions, the registry release in use, store errors and refused registry reloads.
 
-use std::{collections::BTreeMap, fmt::Write as _, sync::Mutex, time::Duration};
+use std::time::Duration;
+
+use prometheus_client::{
+    encoding::{
+        EncodeLabelSet,
+        text::{encode_eof, encode_registry},
+    },
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    registry::Registry,
+};
 
 /// Histogram bucket bounds, in seconds.
 const BUCKETS: [f64; 11] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 ];
 
-#[derive(Debug, Default)]
-struct Histogram {
-    counts: [u64; BUCKETS.len()],
-    count: u64,
-    sum: f64,
+/// The `Content-Type` of [`Metrics::render`]'s page.
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    tool: &'static str,
+    outcome: &'static str,
+    code: &'static str,
 }
 
-#[derive(Debug, Default)]
-struct Inner {
-    calls: BTreeMap<(String, String, String), u64>,
-    latency: BTreeMap<String, Histogram>,
-    store_errors: u64,
-    registry_reload_failures: u64,
-    registry_releases_rewritten: u64,
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabel {
+    tool: &'static str,
 }
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReleaseLabels {
+    channel: String,
+    release: String,
+    manifest_sha256: String,
+}
+
+type Latency = Family<ToolLabel, Histogram, fn() -> Histogram>;
 
 /// Process-wide counters, rendered on `/metrics`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
-    inner: Mutex<Inner>,
+    registry: Registry,
+    calls: Family<CallLabels, Counter>,
+    latency: Latency,
+    store_errors: Counter,
+    reload_failures: Counter,
+    releases_rewritten: Counter,
 }
 
-/// What the metrics page shows besides the counters.
+/// What the metrics page shows besides the counters, read when it is rendered.
 #[derive(Debug, Clone)]
 pub struct Gauges {
     /// Sessions not completed (None when the store did not answer).
@@ -43,130 +66,131 @@ pub struct Gauges {
     pub manifest_sha256: String,
 }
 
-impl Metrics {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Counts one tool call.
-    pub fn tool_call(&self, tool: &str, outcome: &str, code: &str, elapsed: Duration) {
-        let mut inner = self.lock();
-        *inner
-            .calls
-            .entry((tool.into(), outcome.into(), code.into()))
-            .or_default() += 1;
-        let h = inner.latency.entry(tool.into()).or_default();
-        let secs = elapsed.as_secs_f64();
-        for (i, bound) in BUCKETS.iter().enumerate() {
-            if secs <= *bound {
-                h.counts[i] += 1;
-            }
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let calls = Family::<CallLabels, Counter>::default();
+        registry.register(
+            "rimthan_tool_calls",
+            "Tool calls by tool, outcome and first code",
+            calls.clone(),
+        );
+        let latency: Latency = Family::new_with_constructor(|| Histogram::new(BUCKETS));
+        registry.register(
+            "rimthan_tool_call_duration_seconds",
+            "Tool call latency",
+            latency.clone(),
+        );
+        let store_errors = Counter::default();
+        registry.register(
+            "rimthan_store_errors",
+            "Store failures",
+            store_errors.clone(),
+        );
+        let reload_failures = Counter::default();
+        registry.register(
+            "rimthan_registry_reload_failures",
+            "Registry reloads refused",
+            reload_failures.clone(),
+        );
+        let releases_rewritten = Counter::default();
+        registry.register(
+            "rimthan_registry_release_rewrites",
+            "Reloads refused because a release in use came back with another manifest",
+            releases_rewritten.clone(),
+        );
+        Self {
+            registry,
+            calls,
+            latency,
+            store_errors,
+            reload_failures,
+            releases_rewritten,
         }
-        h.count += 1;
-        h.sum += secs;
+    }
+}
+
+impl Metrics {
+    /// Counts one tool call.
+    pub fn tool_call(
+        &self,
+        tool: &'static str,
+        outcome: &'static str,
+        code: &'static str,
+        elapsed: Duration,
+    ) {
+        self.calls
+            .get_or_create(&CallLabels {
+                tool,
+                outcome,
+                code,
+            })
+            .inc();
+        self.latency
+            .get_or_create(&ToolLabel { tool })
+            .observe(elapsed.as_secs_f64());
     }
 
     /// Counts a store failure.
     pub fn store_error(&self) {
-        self.lock().store_errors += 1;
+        self.store_errors.inc();
     }
 
     /// Counts a registry reload that was refused (the previous registry stays in use), and
     /// separately when the reason was a release rewritten in place.
     pub fn registry_reload_failure(&self, rewritten: bool) {
-        let mut inner = self.lock();
-        inner.registry_reload_failures += 1;
+        self.reload_failures.inc();
         if rewritten {
-            inner.registry_releases_rewritten += 1;
+            self.releases_rewritten.inc();
         }
     }
 
-    /// The Prometheus text exposition.
+    /// The OpenMetrics text exposition ([`CONTENT_TYPE`]).
     pub fn render(&self, gauges: &Gauges) -> String {
-        let inner = self.lock();
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "# HELP rimthan_tool_calls_total Tool calls by tool, outcome and first code."
-        );
-        let _ = writeln!(out, "# TYPE rimthan_tool_calls_total counter");
-        for ((tool, outcome, code), n) in &inner.calls {
-            let _ = writeln!(
-                out,
-                "rimthan_tool_calls_total{{tool=\"{tool}\",outcome=\"{outcome}\",code=\"{code}\"}} {n}"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP rimthan_tool_call_duration_seconds Tool call latency."
-        );
-        let _ = writeln!(out, "# TYPE rimthan_tool_call_duration_seconds histogram");
-        for (tool, h) in &inner.latency {
-            for (bound, n) in BUCKETS.iter().zip(h.counts) {
-                let _ = writeln!(
-                    out,
-                    "rimthan_tool_call_duration_seconds_bucket{{tool=\"{tool}\",le=\"{bound}\"}} {n}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "rimthan_tool_call_duration_seconds_bucket{{tool=\"{tool}\",le=\"+Inf\"}} {}",
-                h.count
-            );
-            let _ = writeln!(
-                out,
-                "rimthan_tool_call_duration_seconds_sum{{tool=\"{tool}\"}} {}",
-                h.sum
-            );
-            let _ = writeln!(
-                out,
-                "rimthan_tool_call_duration_seconds_count{{tool=\"{tool}\"}} {}",
-                h.count
-            );
-        }
+        // Gauges are read at render time: they live in a registry of their own, encoded after
+        // the counters, with one end-of-file marker for the page.
+        let mut now = Registry::default();
         if let Some(open) = gauges.open_sessions {
-            let _ = writeln!(out, "# HELP rimthan_open_sessions Sessions not completed.");
-            let _ = writeln!(out, "# TYPE rimthan_open_sessions gauge");
-            let _ = writeln!(out, "rimthan_open_sessions {open}");
+            let gauge: Gauge = Gauge::default();
+            gauge.set(i64::try_from(open).unwrap_or(i64::MAX));
+            now.register("rimthan_open_sessions", "Sessions not completed", gauge);
         }
-        let _ = writeln!(
-            out,
-            "# HELP rimthan_registry_release_info The release new sessions start from."
+        let release = Family::<ReleaseLabels, Gauge>::default();
+        release
+            .get_or_create(&ReleaseLabels {
+                channel: gauges.channel.clone(),
+                release: gauges.release.clone(),
+                manifest_sha256: gauges.manifest_sha256.clone(),
+            })
+            .set(1);
+        now.register(
+            "rimthan_registry_release_info",
+            "The release new sessions start from",
+            release,
         );
-        let _ = writeln!(out, "# TYPE rimthan_registry_release_info gauge");
-        let _ = writeln!(
-            out,
-            "rimthan_registry_release_info{{channel=\"{}\",release=\"{}\",manifest_sha256=\"{}\"}} 1",
-            gauges.channel, gauges.release, gauges.manifest_sha256
-        );
-        let _ = writeln!(out, "# HELP rimthan_store_errors_total Store failures.");
-        let _ = writeln!(out, "# TYPE rimthan_store_errors_total counter");
-        let _ = writeln!(out, "rimthan_store_errors_total {}", inner.store_errors);
-        let _ = writeln!(
-            out,
-            "# HELP rimthan_registry_reload_failures_total Registry reloads refused."
-        );
-        let _ = writeln!(out, "# TYPE rimthan_registry_reload_failures_total counter");
-        let _ = writeln!(
-            out,
-            "rimthan_registry_reload_failures_total {}",
-            inner.registry_reload_failures
-        );
-        let _ = writeln!(
-            out,
-            "# HELP rimthan_registry_release_rewrites_total Reloads refused because a release in use came back with another manifest."
-        );
-        let _ = writeln!(
-            out,
-            "# TYPE rimthan_registry_release_rewrites_total counter"
-        );
-        let _ = writeln!(
-            out,
-            "rimthan_registry_release_rewrites_total {}",
-            inner.registry_releases_rewritten
-        );
+        let mut out = String::new();
+        encode_registry(&mut out, &self.registry)
+            .and_then(|()| encode_registry(&mut out, &now))
+            .and_then(|()| encode_eof(&mut out))
+            .expect("writing to a String cannot fail");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        let page = Metrics::default().render(&Gauges {
+            open_sessions: None,
+            channel: "a\"b\\c\nd".into(),
+            release: "r".into(),
+            manifest_sha256: "m".into(),
+        });
+        assert!(page.contains(r#"channel="a\"b\\c\nd""#), "{page}");
+        assert!(!page.contains("rimthan_open_sessions "), "{page}");
+        assert!(page.ends_with("# EOF\n"), "{page}");
     }
 }

@@ -204,9 +204,12 @@ pub(crate) async fn call(
     slot: Option<&AnswerSlot>,
 ) -> Option<Result<CallToolResult, rmcp::ErrorData>> {
     let started = std::time::Instant::now();
+    let tool = [START, ACTIVE_STEP, PREPARE, SUBMIT]
+        .into_iter()
+        .find(|t| *t == name)?;
     let (result, (outcome, code)) =
-        dispatch(engine, metrics, name, arguments, principal, slot).await?;
-    metrics.tool_call(name, outcome, code, started.elapsed());
+        dispatch(engine, metrics, tool, arguments, principal, slot).await?;
+    metrics.tool_call(tool, outcome, code, started.elapsed());
     Some(result)
 }
 

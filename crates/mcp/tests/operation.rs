@@ -367,7 +367,7 @@ async fn metrics_are_valid_prometheus_text() {
     for line in page.lines().filter(|l| !l.is_empty()) {
         if let Some(rest) = line.strip_prefix('#') {
             assert!(
-                rest.starts_with(" HELP ") || rest.starts_with(" TYPE "),
+                rest.starts_with(" HELP ") || rest.starts_with(" TYPE ") || rest == " EOF",
                 "{line}"
             );
             continue;
