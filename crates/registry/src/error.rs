@@ -219,8 +219,8 @@ pub enum RegistryError {
         file: String,
         /// The workflow or step.
         entry: String,
-        /// Stable rule name.
-        rule: &'static str,
+        /// The rule.
+        rule: crate::rules::WorkflowRule,
         /// What to change.
         reason: String,
     },
@@ -243,8 +243,8 @@ pub enum RegistryError {
         file: String,
         /// The adapter.
         entry: String,
-        /// Stable rule name.
-        rule: &'static str,
+        /// The rule.
+        rule: crate::rules::ContractRule,
         /// What to change.
         reason: String,
     },

@@ -37,6 +37,7 @@ mod path;
 mod release;
 mod renditions;
 mod report_contract;
+mod rules;
 mod schema_check;
 mod signature;
 pub mod uri;
@@ -73,5 +74,6 @@ pub use report_contract::{
     BASE_REPORT_FIELDS, ContractBreach, FINDING_REQUIRED, JsonType, SEVERITIES, VERDICTS,
     check_report_schema,
 };
+pub use rules::{ContractRule, WorkflowRule};
 pub use signature::{KeyId, PublicKeyFile, SignatureFile, SigningKey, SigningKeyFile};
 pub use verify::{CHANNELS_FILE, DRAFT_2020_12, TrustPolicy, verify_registry};

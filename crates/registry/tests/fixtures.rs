@@ -21,9 +21,11 @@ fn assert_fixture(scenario: &str) {
             .path_rule()
             .map(|r| r.code().to_owned())
             .or_else(|| match &err {
-                rimthan_registry::RegistryError::WorkflowInvalid { rule, .. }
-                | rimthan_registry::RegistryError::AdapterContractInvalid { rule, .. } => {
-                    Some((*rule).to_owned())
+                rimthan_registry::RegistryError::WorkflowInvalid { rule, .. } => {
+                    Some(rule.code().to_owned())
+                }
+                rimthan_registry::RegistryError::AdapterContractInvalid { rule, .. } => {
+                    Some(rule.code().to_owned())
                 }
                 _ => None,
             });
