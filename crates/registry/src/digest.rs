@@ -2,7 +2,7 @@
 
 use std::{fmt, str::FromStr};
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer, de::Error as _};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest as _, Sha256};
 
 /// A SHA-256 digest.
@@ -60,7 +60,18 @@ impl Serialize for Sha256Digest {
 
 impl<'de> Deserialize<'de> for Sha256Digest {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d)?.parse().map_err(D::Error::custom)
+        // Parsed from the borrowed text: a manifest holds one digest per entry.
+        struct Hex;
+        impl serde::de::Visitor<'_> for Hex {
+            type Value = Sha256Digest;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("64 lowercase hex digits")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Sha256Digest, E> {
+                text.parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_str(Hex)
     }
 }
 

@@ -83,6 +83,17 @@ impl RegistryFiles {
         self.files.keys().map(String::as_str)
     }
 
+    /// Paths under `prefix` (which should end with `/`) and their bytes, sorted by path.
+    pub(crate) fn entries_under<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = (&'a str, &'a Arc<[u8]>)> + 'a {
+        self.files
+            .range(prefix.to_owned()..)
+            .map(|(p, b)| (p.as_str(), b))
+            .take_while(move |(p, _)| p.starts_with(prefix))
+    }
+
     /// Paths under `prefix` (which should end with `/`), sorted.
     pub fn paths_under<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a str> + 'a {
         self.files

@@ -158,20 +158,23 @@ fn expected_prefix(entry: &Entry) -> String {
     }
 }
 
+/// Checks every entry's listing, then its bytes: sizes as the files are matched to the sorted
+/// entries in one merge (no lookup per entry), then every digest, hashed on all cores. The
+/// first failure in manifest order is reported; a file no entry lists, after them.
 fn check_entry_bytes(
     files: &RegistryFiles,
     base: &str,
     manifest: &Manifest,
 ) -> Result<BTreeMap<String, Arc<[u8]>>, RegistryError> {
     let manifest_file = format!("{base}manifest.json");
-    let mut contents = BTreeMap::new();
+    let signature_file = format!("{base}manifest.sig");
     let mut previous: Option<&str> = None;
     for entry in &manifest.entries {
-        let file = format!("{base}{}", entry.path);
+        let file = || format!("{base}{}", entry.path);
         if previous.is_some_and(|p| p >= entry.path.as_str()) {
             return Err(if previous == Some(entry.path.as_str()) {
                 RegistryError::DuplicateEntry {
-                    file,
+                    file: file(),
                     entry: entry.label(),
                 }
             } else {
@@ -187,14 +190,14 @@ fn check_entry_bytes(
         previous = Some(&entry.path);
         if let Err(e) = crate::ids::check_name("entry id", &entry.id) {
             return Err(RegistryError::InvalidId {
-                file,
+                file: file(),
                 entry: entry.label(),
                 reason: e.to_string(),
             });
         }
         if entry.bytes > MAX_FILE_BYTES {
             return Err(RegistryError::EntryTooLarge {
-                file,
+                file: file(),
                 bytes: entry.bytes,
                 limit: MAX_FILE_BYTES,
             });
@@ -222,36 +225,124 @@ fn check_entry_bytes(
                 ),
             });
         }
-        let bytes = files
-            .get(&file)
-            .ok_or_else(|| RegistryError::EntryMissing {
-                file: file.clone(),
-                entry: entry.label(),
-            })?;
+    }
+
+    // Both sides are sorted by path: one merge pairs each entry with its file.
+    let mut listed = files
+        .entries_under(base)
+        .filter(|(path, _)| *path != manifest_file && *path != signature_file)
+        .peekable();
+    let mut paired = Vec::with_capacity(manifest.entries.len());
+    let mut unlisted = None;
+    for entry in &manifest.entries {
+        let bytes = loop {
+            match listed.peek() {
+                Some((path, _)) if path[base.len()..] < *entry.path => {
+                    unlisted = unlisted.or(Some(*path));
+                    listed.next();
+                }
+                Some((path, bytes)) if path[base.len()..] == *entry.path => {
+                    let bytes = *bytes;
+                    listed.next();
+                    break bytes;
+                }
+                _ => {
+                    return Err(RegistryError::EntryMissing {
+                        file: format!("{base}{}", entry.path),
+                        entry: entry.label(),
+                    });
+                }
+            }
+        };
         if bytes.len() as u64 != entry.bytes {
             return Err(RegistryError::SizeMismatch {
-                file,
+                file: format!("{base}{}", entry.path),
                 entry: entry.label(),
                 expected: entry.bytes,
                 actual: bytes.len() as u64,
             });
         }
-        let actual = Sha256Digest::of(bytes);
-        if actual != entry.sha256 {
+        paired.push((entry, bytes));
+    }
+    let digests = digests(&paired);
+    for ((entry, _), actual) in paired.iter().zip(&digests) {
+        if *actual != entry.sha256 {
             return Err(RegistryError::DigestMismatch {
-                file,
+                file: format!("{base}{}", entry.path),
                 entry: entry.label(),
                 expected: entry.sha256.to_string(),
                 actual: actual.to_string(),
             });
         }
-        contents.insert(entry.path.clone(), bytes.clone());
     }
-    let signed = [manifest_file.as_str(), &format!("{base}manifest.sig")].map(str::to_owned);
-    for path in files.paths_under(base) {
-        if !signed.iter().any(|s| s == path) && !contents.contains_key(&path[base.len()..]) {
-            return Err(RegistryError::UnlistedFile { file: path.into() });
+    if let Some(path) = unlisted.or_else(|| listed.next().map(|(p, _)| p)) {
+        return Err(RegistryError::UnlistedFile { file: path.into() });
+    }
+    Ok(paired
+        .into_iter()
+        .map(|(entry, bytes)| (entry.path.clone(), bytes.clone()))
+        .collect())
+}
+
+/// The sha256 of each entry's bytes, in order, hashed on as many threads as the machine has
+/// cores (at most four), each over a contiguous share of the bytes.
+fn digests(paired: &[(&Entry, &Arc<[u8]>)]) -> Vec<Sha256Digest> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let total: usize = paired.iter().map(|(_, b)| b.len()).sum();
+    if threads == 1 || total < (1 << 20) {
+        return paired.iter().map(|(_, b)| Sha256Digest::of(b)).collect();
+    }
+    // Split where the running byte count crosses each share, so threads hash alike amounts.
+    let share = total.div_ceil(threads);
+    let mut chunks = Vec::with_capacity(threads);
+    let (mut start, mut bytes) = (0, 0);
+    for (i, (_, b)) in paired.iter().enumerate() {
+        bytes += b.len();
+        if bytes >= share * (chunks.len() + 1) {
+            chunks.push(&paired[start..=i]);
+            start = i + 1;
         }
     }
-    Ok(contents)
+    chunks.push(&paired[start..]);
+    std::thread::scope(|scope| {
+        let running: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|(_, b)| Sha256Digest::of(b))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .flat_map(|r| r.join().expect("hashing does not panic"))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_hashed_on_several_threads_come_back_in_entry_order() {
+        let entry: Entry = serde_json::from_value(serde_json::json!({
+            "kind": "schema", "id": "s", "version": "1.0.0", "path": "schemas/s/1.0.0/s.json",
+            "media_type": "application/json", "bytes": 0,
+            "sha256": Sha256Digest::of(b"").to_string(),
+        }))
+        .unwrap();
+        // Uneven sizes, 3 MiB in all: every split lands somewhere inside the list.
+        let blobs: Vec<Arc<[u8]>> = (0..300u32)
+            .map(|i| vec![(i % 251) as u8; 1 + (i as usize * 97 % 20_000)].into())
+            .collect();
+        let total: usize = blobs.iter().map(|b| b.len()).sum();
+        assert!(total > 2 << 20, "{total}");
+        let paired: Vec<(&Entry, &Arc<[u8]>)> = blobs.iter().map(|b| (&entry, b)).collect();
+        let sequential: Vec<Sha256Digest> = blobs.iter().map(|b| Sha256Digest::of(b)).collect();
+        assert_eq!(digests(&paired), sequential);
+    }
 }
