@@ -87,25 +87,45 @@ PY
 
 # Whole sessions over HTTP (2026-07-28): each worker a faithful harness (`rimthan stage` as a
 # library: connect, list, read the assets, every prepare and submit with real files read back),
-# against a fresh server on a durable SQLite file per cell. Not pinned: the workers share the
-# machine. After each cell: the server's per-tool latency (p50/p99 from its histogram) and the
-# largest the WAL file grew while the cell ran.
+# against a fresh server and store per cell: a durable SQLite file, and PostgreSQL when psql
+# reaches one (BENCH_PG, default postgres://postgres@127.0.0.1:5432, a database created and
+# dropped per cell). Not pinned: the workers share the machine. After each cell: the server's
+# per-tool latency (p50/p99 from its histogram), its CPU time per complete session (so its own
+# ceiling on one core), and for SQLite the largest the WAL file grew while the cell ran.
 (cd "$repo" && cargo build --release -p rimthan-stage --example load)
+pg=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
+stores=sqlite
+if command -v psql >/dev/null && psql "$pg/postgres" -Atc 'SELECT 1' >/dev/null 2>&1; then
+  stores="sqlite postgres"
+fi
+ticks=$(getconf CLK_TCK)
+for kind in $stores; do
 for concurrency in ${SESSION_CONCURRENCY:-16 64}; do
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   store="$work/sessions-$concurrency.sqlite"
-  "$bin" serve --listen "127.0.0.1:$port" --database-url "sqlite://$store" >/dev/null 2>&1 &
+  database="sqlite://$store"
+  if [[ $kind == postgres ]]; then
+    name="rimthan_bench_$$_$concurrency"
+    psql "$pg/postgres" -qc "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name"
+    database="$pg/$name"
+  fi
+  "$bin" serve --listen "127.0.0.1:$port" --database-url "$database" >/dev/null 2>&1 &
   server=$!
   trap 'kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
   until curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do sleep 0.05; done
+  rm -f "$work/wal-peak"
   (peak=0; while kill -0 "$server" 2>/dev/null; do
      size=$(stat -c %s "$store-wal" 2>/dev/null || echo 0)
      (( size > peak )) && peak=$size && echo "$peak" > "$work/wal-peak"
      sleep 0.05
    done) &
   sampler=$!
+  cpu_before=$(awk '{print $14 + $15}' "/proc/$server/stat")
+  echo "$kind:"
   "$CARGO_TARGET_DIR/release/examples/load" "http://127.0.0.1:$port/mcp" codex research-study \
     "$concurrency" "${SESSIONS:-400}"
+  cpu_after=$(awk '{print $14 + $15}' "/proc/$server/stat")
+  python3 -c "import sys; cpu = ($cpu_after - $cpu_before) / $ticks; n = ${SESSIONS:-400}; print(f'  server CPU: {cpu * 1000 / n:.2f} ms per session, so at most {n / cpu:,.0f} sessions/s on one core')"
   curl -fs "http://127.0.0.1:$port/metrics" | python3 -c '
 import re, sys
 buckets = {}
@@ -127,5 +147,10 @@ for tool, rows in sorted(buckets.items()):
     print(f"  {tool}: p50 {quantile(rows, 0.5) * 1000:.1f} ms, p99 {quantile(rows, 0.99) * 1000:.1f} ms (server, {rows[-1][1]} calls)")
 '
   kill "$server"; wait "$server" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true
-  echo "  WAL peak: $(( $(cat "$work/wal-peak" 2>/dev/null || echo 0) / 1024 )) KiB"
+  if [[ $kind == sqlite ]]; then
+    echo "  WAL peak: $(( $(cat "$work/wal-peak" 2>/dev/null || echo 0) / 1024 )) KiB"
+  else
+    psql "$pg/postgres" -qc "DROP DATABASE IF EXISTS $name"
+  fi
+done
 done
