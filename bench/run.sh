@@ -130,9 +130,10 @@ for concurrency in ${SESSION_CONCURRENCY:-16 64}; do
 import re, sys
 buckets = {}
 for line in sys.stdin:
-    m = re.match(r"rimthan_tool_call_duration_seconds_bucket\{tool=\"([^\"]+)\",le=\"([^\"]+)\"\} (\d+)", line)
+    m = re.match(r"rimthan_tool_call_duration_seconds_bucket\{(.*)\} (\d+)", line)
     if m:
-        buckets.setdefault(m[1], []).append((float(m[2]), int(m[3])))
+        labels = dict(re.findall(r"(\w+)=\"([^\"]*)\"", m[1]))
+        buckets.setdefault(labels["tool"], []).append((float(labels["le"]), int(m[2])))
 def quantile(rows, q):
     total = rows[-1][1]
     lower, below = 0.0, 0
