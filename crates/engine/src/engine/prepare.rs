@@ -11,9 +11,7 @@ use crate::{
     error::EngineError,
     payload::{InputPayload, PlanValidator, PrepareResult, ReadyTag, ValidationPlan},
     request::PrepareRequest,
-    session::{
-        ChangeTool, LastChange, PlanRecord, Principal, Session, SessionId, Status, now_rfc3339,
-    },
+    session::{ChangeTool, PlanRecord, Principal, Session, SessionId, Status, now_rfc3339},
     view::Pinned,
 };
 
@@ -34,10 +32,7 @@ impl Engine {
         principal: Option<&Principal>,
     ) -> Result<PrepareResult, EngineError> {
         let evidence = Evidence::of_attestation(&req);
-        let change = LastChange {
-            tool: ChangeTool::Prepare,
-            request_sha256: Evidence::digest(&req),
-        };
+        let change = Evidence::change(ChangeTool::Prepare, &req);
         let call = ChangeCall {
             tool: TOOL,
             checkpoint: &req.checkpoint,

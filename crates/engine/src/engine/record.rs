@@ -11,7 +11,7 @@ use crate::{
     error::EngineError,
     payload::Rejected,
     request::{PrepareRequest, SubmitRequest},
-    session::{Principal, Session, now_rfc3339},
+    session::{ChangeTool, LastChange, Principal, Session, now_rfc3339},
 };
 
 impl Engine {
@@ -77,6 +77,14 @@ impl Evidence {
     /// The sha256 of a value's canonical JSON.
     pub(super) fn digest(value: &impl Serialize) -> Sha256Digest {
         Sha256Digest::of(&to_canonical_bytes(value).expect("requests serialize"))
+    }
+
+    /// The record of the request behind a change, by which its identical retry is known.
+    pub(super) fn change(tool: ChangeTool, req: &impl Serialize) -> LastChange {
+        LastChange {
+            tool,
+            request_sha256: Self::digest(req),
+        }
     }
 
     pub(super) fn of_attestation(req: &PrepareRequest) -> Self {

@@ -27,10 +27,7 @@ impl Engine {
         req: StartRequest,
         principal: Option<&Principal>,
     ) -> Result<StartResult, EngineError> {
-        let change = LastChange {
-            tool: ChangeTool::Start,
-            request_sha256: Evidence::digest(&req),
-        };
+        let change = Evidence::change(ChangeTool::Start, &req);
         let keyed = req.idempotency_key.as_ref().map(|key| {
             let owner = principal.map_or("", |p| p.subject.as_str());
             self.key.keyed_session(owner, key.as_str())

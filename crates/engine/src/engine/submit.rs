@@ -9,7 +9,7 @@ use crate::{
     payload::StepResult,
     reports::check_reports,
     request::{Report, SubmitRequest, Verdict},
-    session::{ChangeTool, Finding, LastChange, Principal, Session, Status, now_rfc3339},
+    session::{ChangeTool, Finding, Principal, Session, Status, now_rfc3339},
     view::Pinned,
 };
 
@@ -23,10 +23,7 @@ impl Engine {
         principal: Option<&Principal>,
     ) -> Result<StepResult, EngineError> {
         let evidence = Evidence::of_reports(&req);
-        let change = LastChange {
-            tool: ChangeTool::Submit,
-            request_sha256: Evidence::digest(&req),
-        };
+        let change = Evidence::change(ChangeTool::Submit, &req);
         let call = ChangeCall {
             tool: TOOL,
             checkpoint: &req.checkpoint,
