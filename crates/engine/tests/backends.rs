@@ -1,7 +1,7 @@
 //! The behavioural suite every store backend runs: SQLite always (memory and file),
 //! PostgreSQL when `RIMTHAN_TEST_DATABASE_URL` is set.
 
-use std::sync::Arc;
+use std::{future::Future as _, sync::Arc};
 
 use rimthan_engine::{Code, Engine, Operation, Outcome, Pruned, Status, Store, Verdict};
 
@@ -300,6 +300,40 @@ pub(crate) async fn retention_deletes_only_what_is_old_enough(store: Arc<dyn Sto
     assert_eq!(store.audit_log(&open_id).await.unwrap().len(), 2);
 }
 
+/// A change whose caller went away once it was queued (a client that hung up) still commits,
+/// and the session is then read at its new revision, never at the one before: the store's
+/// memory is kept by its writer, not by the caller.
+pub(crate) async fn a_change_whose_caller_hung_up_is_read_back_as_committed(store: Arc<dyn Store>) {
+    let engine = engine_on(store.clone()).await;
+    let payload = active(engine.start(start_request("codex"), None).await.unwrap());
+    let id = payload.session_id.parse().unwrap();
+    let stored = store.load_session(&id).await.unwrap().unwrap();
+    let mut next = (*stored).clone();
+    next.revision += 1;
+    next.updated_at = "2099-01-01T00:00:00Z".into();
+    let audit = store.audit_log(&id).await.unwrap().remove(0);
+    // Polled once, which queues the write, then dropped while it waits for the commit.
+    {
+        let mut write = std::pin::pin!(store.update_session(stored.revision, &next, &audit));
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        let _ = write.as_mut().poll(&mut context);
+    }
+    for _ in 0..200 {
+        if store.audit_log(&id).await.unwrap().len() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        store.audit_log(&id).await.unwrap().len(),
+        2,
+        "the write never committed"
+    );
+    let read = store.load_session(&id).await.unwrap().unwrap();
+    assert_eq!(read.revision, next.revision);
+    assert_eq!(read.updated_at, next.updated_at);
+}
+
 macro_rules! backend {
     ($name:ident, $store:expr) => {
         mod $name {
@@ -344,6 +378,14 @@ macro_rules! backend {
                     return;
                 };
                 super::retention_deletes_only_what_is_old_enough(store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_change_whose_caller_hung_up_is_read_back_as_committed() {
+                let Some((store, _guard)) = ($store) else {
+                    return;
+                };
+                super::a_change_whose_caller_hung_up_is_read_back_as_committed(store).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

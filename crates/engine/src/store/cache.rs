@@ -77,10 +77,10 @@ impl SessionCache {
     }
 
     /// Records a change this process committed.
-    pub(crate) fn committed(&self, session: Session) {
+    pub(crate) fn committed(&self, session: Arc<Session>) {
         let mut inner = self.lock();
         inner.epoch += 1;
-        put(&mut inner, Arc::new(session));
+        put(&mut inner, session);
     }
 }
 

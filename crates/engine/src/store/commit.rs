@@ -6,7 +6,9 @@
 use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{AuditEntry, StoreError, StoreErrorKind, encode_session};
+use std::sync::Arc;
+
+use super::{AuditEntry, StoreError, StoreErrorKind, cache::SessionCache, encode_session};
 use crate::session::Session;
 
 /// Writes one transaction holds at most.
@@ -14,9 +16,11 @@ pub(crate) const MAX_BATCH: usize = 256;
 /// Writes waiting for a transaction at most; more wait to be queued.
 const MAX_QUEUE: usize = 4096;
 
-/// A session row as stored: its state already serialized by the caller, off the writer.
+/// A session row as stored: its state already serialized by the caller, off the writer, and
+/// the session itself, for the cache once the row is committed.
 #[derive(Debug)]
 pub(crate) struct SessionRow {
+    pub(crate) session: Arc<Session>,
     pub(crate) id: String,
     pub(crate) revision: i64,
     pub(crate) seq: i64,
@@ -29,6 +33,7 @@ pub(crate) struct SessionRow {
 impl SessionRow {
     pub(crate) fn of(session: &Session) -> Result<Self, StoreError> {
         Ok(Self {
+            session: Arc::new(session.clone()),
             id: session.id.as_str().to_owned(),
             revision: session.revision as i64,
             seq: session.seq as i64,
@@ -75,9 +80,12 @@ pub(crate) struct Committer {
 
 impl Committer {
     /// Starts the writer task on the current runtime; it ends when the last handle is dropped.
-    pub(crate) fn spawn(apply: impl Apply) -> Self {
+    /// With a `cache`, the task itself records every session change it committed there, before
+    /// answering: a caller that is gone by then (its client hung up) cannot leave the cache
+    /// behind the store.
+    pub(crate) fn spawn(apply: impl Apply, cache: Option<Arc<SessionCache>>) -> Self {
         let (jobs, queue) = mpsc::channel(MAX_QUEUE);
-        tokio::spawn(run(apply, queue));
+        tokio::spawn(run(apply, cache, queue));
         Self { jobs }
     }
 
@@ -99,7 +107,15 @@ fn stopped() -> StoreError {
     )
 }
 
-async fn run(apply: impl Apply, mut queue: mpsc::Receiver<Job>) {
+/// Records a committed session change in the cache.
+fn remember(cache: Option<&SessionCache>, write: &Write) {
+    if let (Some(cache), Write::Insert(row, _) | Write::Update { row, .. }) = (cache, write) {
+        cache.committed(row.session.clone());
+    }
+}
+
+async fn run(apply: impl Apply, cache: Option<Arc<SessionCache>>, mut queue: mpsc::Receiver<Job>) {
+    let cache = cache.as_deref();
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let writes: Vec<&Write> = batch.iter().map(|j| &j.write).collect();
@@ -108,6 +124,9 @@ async fn run(apply: impl Apply, mut queue: mpsc::Receiver<Job>) {
         match applied {
             Ok(results) => {
                 for (job, took) in batch.drain(..).zip(results) {
+                    if took {
+                        remember(cache, &job.write);
+                    }
                     let _ = job.reply.send(Ok(took));
                 }
             }
@@ -121,6 +140,9 @@ async fn run(apply: impl Apply, mut queue: mpsc::Receiver<Job>) {
                         .apply(&[&job.write])
                         .await
                         .map(|r| r.first().copied().unwrap_or(false));
+                    if matches!(result, Ok(true)) {
+                        remember(cache, &job.write);
+                    }
                     let _ = job.reply.send(result);
                 }
             }

@@ -85,17 +85,24 @@ impl PostgresStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::new(StoreErrorKind::Migration, e))?;
+        let cache = Arc::new(SessionCache::new(SESSION_CACHE_CAPACITY));
         Ok(Self {
-            changes: Committer::spawn(Transactions {
-                pool: pool.clone(),
-                durable: true,
-            }),
-            audits: Committer::spawn(Transactions {
-                pool: pool.clone(),
-                durable: false,
-            }),
+            changes: Committer::spawn(
+                Transactions {
+                    pool: pool.clone(),
+                    durable: true,
+                },
+                Some(cache.clone()),
+            ),
+            audits: Committer::spawn(
+                Transactions {
+                    pool: pool.clone(),
+                    durable: false,
+                },
+                None,
+            ),
             pool,
-            cache: Arc::new(SessionCache::new(SESSION_CACHE_CAPACITY)),
+            cache,
         })
     }
 }
@@ -241,7 +248,6 @@ impl Store for PostgresStore {
         self.changes
             .write(Write::Insert(row, audit.clone()))
             .await?;
-        self.cache.committed(session.clone());
         Ok(())
     }
 
@@ -281,11 +287,7 @@ impl Store for PostgresStore {
             row: SessionRow::of(session)?,
             audit: audit.clone(),
         };
-        let swapped = self.changes.write(write).await?;
-        if swapped {
-            self.cache.committed(session.clone());
-        }
-        Ok(swapped)
+        self.changes.write(write).await
     }
 
     async fn append_audit(&self, audit: &AuditEntry) -> Result<(), StoreError> {

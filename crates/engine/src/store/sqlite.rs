@@ -39,8 +39,8 @@ struct Writer {
     /// fsync: they survive a process crash (WAL), only not a power loss, and acknowledge
     /// nothing a harness builds on.
     audits: Committer,
-    /// This process is the database's only writer, so each change it commits keeps these
-    /// current.
+    /// This process is the database's only writer, and its change writer records each change
+    /// it commits here, so these are current.
     cache: Arc<SessionCache>,
     /// Held open for the store's life: the advisory lock on `PATH.lock` that makes this process
     /// the database file's only writer (none for a memory database).
@@ -103,13 +103,14 @@ impl SqliteStore {
                     .await?,
             )
         };
+        let cache = Arc::new(SessionCache::new(SESSION_CACHE_CAPACITY));
         Ok(Self {
             pool,
             writer: Some(Writer {
                 pool: changes.clone(),
-                changes: Committer::spawn(Transactions(changes)),
-                audits: Committer::spawn(Transactions(audits)),
-                cache: Arc::new(SessionCache::new(SESSION_CACHE_CAPACITY)),
+                changes: Committer::spawn(Transactions(changes), Some(cache.clone())),
+                audits: Committer::spawn(Transactions(audits), None),
+                cache,
                 _lock: lock,
             }),
         })
@@ -310,7 +311,6 @@ impl Store for SqliteStore {
             .changes
             .write(Write::Insert(row, audit.clone()))
             .await?;
-        writer.cache.committed(session.clone());
         Ok(())
     }
 
@@ -344,11 +344,7 @@ impl Store for SqliteStore {
             row: SessionRow::of(session)?,
             audit: audit.clone(),
         };
-        let swapped = writer.changes.write(write).await?;
-        if swapped {
-            writer.cache.committed(session.clone());
-        }
-        Ok(swapped)
+        writer.changes.write(write).await
     }
 
     async fn append_audit(&self, audit: &AuditEntry) -> Result<(), StoreError> {
