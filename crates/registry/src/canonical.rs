@@ -375,6 +375,13 @@ mod tests {
         }
 
         #[test]
+        fn the_one_pass_check_agrees_with_a_round_trip_on_any_bytes(
+            bytes in prop::collection::vec(prop::sample::select(b"{}[]\",:\\/0123456789-+.eEtrufalsn u\x01\xc3\xa9".to_vec()), 0..40)
+        ) {
+            prop_assert_eq!(is_canonical(&bytes), reparsed_is_canonical(&bytes));
+        }
+
+        #[test]
         fn canonical_bytes_round_trip_and_are_a_fixed_point(v in arb_json()) {
             let bytes = to_canonical_bytes(&v).unwrap();
             let back: Value = serde_json::from_slice(&bytes).unwrap();
