@@ -37,4 +37,4 @@ pub use releases::Releases;
 pub use reports::{MAX_REPORT_EXTRA_BYTES, MAX_REPORT_EXTRA_FIELDS};
 pub use request::*;
 pub use session::{Finding, HostBinding, Principal, Session, SessionId, Status};
-pub use store::{Pruned, Store, StoreError};
+pub use store::{Pruned, SessionQuery, SessionSummary, Store, StoreError};

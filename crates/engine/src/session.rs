@@ -98,6 +98,13 @@ impl Status {
             Status::Completed => "completed",
         }
     }
+
+    /// The status a wire spelling names, if any.
+    pub fn from_wire(text: &str) -> Option<Self> {
+        [Status::Active, Status::Revise, Status::Completed]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
 }
 
 /// The adapter a session is bound to.
@@ -233,6 +240,9 @@ pub struct Session {
     /// The request that made the latest change, for answering its identical retry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_change: Option<LastChange>,
+    /// How many times a validator sent a step back for revision.
+    #[serde(default)]
+    pub revise_rounds: u32,
     /// RFC 3339 time of creation.
     pub created_at: String,
     /// RFC 3339 time of the last change.

@@ -4,6 +4,7 @@
 
 mod cache;
 mod commit;
+mod listing;
 mod postgres;
 mod sqlite;
 
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 pub use cache::SESSION_CACHE_CAPACITY;
+pub use listing::{MAX_PAGE, SessionQuery, SessionSummary};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
@@ -111,6 +113,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Applies retention: deletes audit entries recorded before `before` (RFC 3339, UTC) and
     /// completed sessions last changed before it, in bounded batches (`docs/engine.md` §7.3).
     async fn prune(&self, before: &str) -> Result<Pruned, StoreError>;
+
+    /// Sessions matching `query`, most recently changed first, read from indexed columns
+    /// (`docs/engine.md` §7.4).
+    async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionSummary>, StoreError>;
 
     /// The audit entries of a session, oldest first.
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError>;

@@ -334,6 +334,128 @@ pub(crate) async fn a_change_whose_caller_hung_up_is_read_back_as_committed(stor
     assert_eq!(read.updated_at, next.updated_at);
 }
 
+/// Sessions are listed from their columns: filtered by status, workflow and organization,
+/// most recently changed first, a page at a time, with the revise rounds they went through.
+pub(crate) async fn sessions_list_by_status_workflow_and_organization(store: Arc<dyn Store>) {
+    use rimthan_engine::{Principal, SessionQuery};
+    let engine = engine_on(store.clone()).await;
+    let lab = |subject: &str| Principal {
+        subject: subject.into(),
+        organization: Some("lab".into()),
+    };
+    let start = start_request("codex");
+    let mut done = active(
+        engine
+            .start(start.clone(), Some(&lab("ada")))
+            .await
+            .unwrap(),
+    );
+    while done.status != Status::Completed {
+        let plan = ready(
+            engine
+                .prepare(prepare(&done, &start), Some(&lab("ada")))
+                .await
+                .unwrap(),
+        );
+        done = step_active(
+            engine
+                .submit(submit(&done, &plan, Verdict::Pass), Some(&lab("ada")))
+                .await
+                .unwrap(),
+        );
+    }
+    let revised = active(
+        engine
+            .start(start.clone(), Some(&lab("bob")))
+            .await
+            .unwrap(),
+    );
+    // The setup step has no validator to fail: revise the first work step.
+    let plan = ready(
+        engine
+            .prepare(prepare(&revised, &start), Some(&lab("bob")))
+            .await
+            .unwrap(),
+    );
+    let revised = step_active(
+        engine
+            .submit(submit(&revised, &plan, Verdict::Pass), Some(&lab("bob")))
+            .await
+            .unwrap(),
+    );
+    let plan = ready(
+        engine
+            .prepare(prepare(&revised, &start), Some(&lab("bob")))
+            .await
+            .unwrap(),
+    );
+    let revised = step_active(
+        engine
+            .submit(submit(&revised, &plan, Verdict::Fail), Some(&lab("bob")))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(revised.status, Status::Revise);
+    let outsider = active(engine.start(start.clone(), None).await.unwrap());
+
+    let list = |query: SessionQuery| {
+        let store = store.clone();
+        async move {
+            store
+                .list_sessions(&SessionQuery { limit: 50, ..query })
+                .await
+                .unwrap()
+        }
+    };
+    let all = list(SessionQuery::default()).await;
+    assert_eq!(all.len(), 3);
+    assert!(all.windows(2).all(|w| w[0].updated_at >= w[1].updated_at));
+    let completed = list(SessionQuery {
+        status: Some(Status::Completed),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(completed.len(), 1);
+    assert_eq!(completed[0].id.to_string(), done.session_id);
+    assert_eq!(completed[0].principal.as_deref(), Some("ada"));
+    assert_eq!(completed[0].harness, "codex");
+    assert_eq!(completed[0].workflow, start.workflow_id.to_string());
+    let in_revision = list(SessionQuery {
+        status: Some(Status::Revise),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(in_revision.len(), 1);
+    assert_eq!(in_revision[0].revise_rounds, 1);
+    assert_eq!(in_revision[0].step_index, 1);
+    let of_lab = list(SessionQuery {
+        organization: Some("lab".into()),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(of_lab.len(), 2);
+    assert!(
+        !of_lab
+            .iter()
+            .any(|s| s.id.to_string() == outsider.session_id)
+    );
+    let none = list(SessionQuery {
+        workflow: Some("no-such-workflow".into()),
+        ..Default::default()
+    })
+    .await;
+    assert!(none.is_empty());
+    let second = store
+        .list_sessions(&SessionQuery {
+            limit: 1,
+            offset: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(second, all[1..2]);
+}
+
 macro_rules! backend {
     ($name:ident, $store:expr) => {
         mod $name {
@@ -386,6 +508,14 @@ macro_rules! backend {
                     return;
                 };
                 super::a_change_whose_caller_hung_up_is_read_back_as_committed(store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sessions_list_by_status_workflow_and_organization() {
+                let Some((store, _guard)) = ($store) else {
+                    return;
+                };
+                super::sessions_list_by_status_workflow_and_organization(store).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,8 @@ use std::{
 use async_trait::async_trait;
 use rimthan_engine::{ActiveStepRequest, Verdict};
 use rimthan_engine::{
-    AuditEntry, Pruned, Session, SessionId, Store, StoreError, store::StoreErrorKind,
+    AuditEntry, Pruned, Session, SessionId, SessionQuery, SessionSummary, Store, StoreError,
+    store::StoreErrorKind,
 };
 
 use crate::common::*;
@@ -76,6 +77,9 @@ impl Store for FailingStore {
     async fn prune(&self, before: &str) -> Result<Pruned, StoreError> {
         self.check("prune")?;
         self.inner.prune(before).await
+    }
+    async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionSummary>, StoreError> {
+        self.inner.list_sessions(query).await
     }
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {
         self.inner.audit_log(session).await

@@ -136,6 +136,7 @@ impl Engine {
             findings: Vec::new(),
             reports: Default::default(),
             last_change: Some(change.clone()),
+            revise_rounds: 0,
             created_at: now.clone(),
             updated_at: now,
         };

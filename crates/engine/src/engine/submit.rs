@@ -87,6 +87,7 @@ impl Engine {
                 next.findings.clear();
             } else {
                 next.status = Status::Revise;
+                next.revise_rounds += 1;
                 next.findings = findings_of(&failing);
             }
             next.last_change = Some(change.clone());

@@ -28,6 +28,20 @@ pub(crate) struct SessionRow {
     pub(crate) created_at: String,
     pub(crate) updated_at: String,
     pub(crate) status: &'static str,
+    pub(crate) columns: ListedColumns,
+}
+
+/// The columns a session list filters and shows without decoding state (`docs/engine.md` §7.4).
+#[derive(Debug)]
+pub(crate) struct ListedColumns {
+    pub(crate) workflow: String,
+    pub(crate) workflow_version: String,
+    pub(crate) release: String,
+    pub(crate) harness: &'static str,
+    pub(crate) principal: Option<String>,
+    pub(crate) organization: Option<String>,
+    pub(crate) step_index: i64,
+    pub(crate) revise_rounds: i64,
 }
 
 impl SessionRow {
@@ -41,6 +55,19 @@ impl SessionRow {
             created_at: session.created_at.clone(),
             updated_at: session.updated_at.clone(),
             status: session.status.as_str(),
+            columns: ListedColumns {
+                workflow: session.workflow.to_string(),
+                workflow_version: session.workflow_version.to_string(),
+                release: session.release.to_string(),
+                harness: session.host.harness.as_str(),
+                principal: session.principal.as_ref().map(|p| p.subject.clone()),
+                organization: session
+                    .principal
+                    .as_ref()
+                    .and_then(|p| p.organization.clone()),
+                step_index: session.step_index as i64,
+                revise_rounds: i64::from(session.revise_rounds),
+            },
         })
     }
 }

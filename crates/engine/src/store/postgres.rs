@@ -10,10 +10,12 @@ use sqlx::{
 };
 
 use super::{
-    AuditEntry, PRUNE_BATCH, Pruned, Store, StoreError, StoreErrorKind,
+    AuditEntry, MAX_PAGE, PRUNE_BATCH, Pruned, SessionQuery, SessionSummary, Store, StoreError,
+    StoreErrorKind,
     cache::{SESSION_CACHE_CAPACITY, SessionCache},
     commit::{Apply, Committer, SessionRow, Write},
     decode_codes, decode_operation, decode_outcome, decode_session, encode_codes,
+    listing::{SUMMARY_COLUMNS, SummaryRow},
 };
 use crate::session::{Session, SessionId};
 
@@ -129,7 +131,9 @@ impl Apply for Transactions {
                 Write::Insert(row, audit) => {
                     sqlx::query(
                         "INSERT INTO sessions (id, revision, seq, state, created_at, updated_at, \
-                         status) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                         status, workflow, workflow_version, release, harness, principal, \
+                         organization, step_index, revise_rounds) VALUES ($1, $2, $3, $4, $5, \
+                         $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
                     )
                     .bind(&row.id)
                     .bind(row.revision)
@@ -138,6 +142,14 @@ impl Apply for Transactions {
                     .bind(&row.created_at)
                     .bind(&row.updated_at)
                     .bind(row.status)
+                    .bind(&row.columns.workflow)
+                    .bind(&row.columns.workflow_version)
+                    .bind(&row.columns.release)
+                    .bind(row.columns.harness)
+                    .bind(&row.columns.principal)
+                    .bind(&row.columns.organization)
+                    .bind(row.columns.step_index)
+                    .bind(row.columns.revise_rounds)
                     .execute(&mut *tx)
                     .await?;
                     insert_audit(&mut *tx, audit).await?;
@@ -150,13 +162,16 @@ impl Apply for Transactions {
                 } => {
                     let swapped = sqlx::query(
                         "UPDATE sessions SET revision = $1, seq = $2, state = $3, updated_at = $4, \
-                         status = $5 WHERE id = $6 AND revision = $7",
+                         status = $5, step_index = $6, revise_rounds = $7 \
+                         WHERE id = $8 AND revision = $9",
                     )
                     .bind(row.revision)
                     .bind(row.seq)
                     .bind(&row.state)
                     .bind(&row.updated_at)
                     .bind(row.status)
+                    .bind(row.columns.step_index)
+                    .bind(row.columns.revise_rounds)
                     .bind(&row.id)
                     .bind(expected)
                     .execute(&mut *tx)
@@ -339,6 +354,25 @@ impl Store for PostgresStore {
             }
         }
         Ok(pruned)
+    }
+
+    async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionSummary>, StoreError> {
+        let sql = format!(
+            "SELECT {SUMMARY_COLUMNS} FROM sessions \
+             WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR workflow = $2) \
+             AND ($3::text IS NULL OR organization = $3) AND ($4::text IS NULL OR updated_at >= $4) \
+             ORDER BY updated_at DESC, id LIMIT $5 OFFSET $6"
+        );
+        let rows: Vec<SummaryRow> = sqlx::query_as(&sql)
+            .bind(query.status.map(|s| s.as_str()))
+            .bind(&query.workflow)
+            .bind(&query.organization)
+            .bind(&query.changed_since)
+            .bind(i64::from(query.limit.clamp(1, MAX_PAGE)))
+            .bind(i64::try_from(query.offset).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(SessionSummary::try_from).collect()
     }
 
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {

@@ -13,10 +13,12 @@ use sqlx::{
 };
 
 use super::{
-    AuditEntry, PRUNE_BATCH, Pruned, Store, StoreError, StoreErrorKind,
+    AuditEntry, MAX_PAGE, PRUNE_BATCH, Pruned, SessionQuery, SessionSummary, Store, StoreError,
+    StoreErrorKind,
     cache::{SESSION_CACHE_CAPACITY, SessionCache},
     commit::{Apply, Committer, SessionRow, Write},
     decode_codes, decode_operation, decode_outcome, decode_session, encode_codes,
+    listing::{SUMMARY_COLUMNS, SummaryRow},
 };
 use crate::session::{Session, SessionId};
 
@@ -188,7 +190,9 @@ impl Apply for Transactions {
                 Write::Insert(row, audit) => {
                     sqlx::query(
                         "INSERT INTO sessions (id, revision, seq, state, created_at, updated_at, \
-                         status) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         status, workflow, workflow_version, release, harness, principal, \
+                         organization, step_index, revise_rounds) \
+                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     )
                     .bind(&row.id)
                     .bind(row.revision)
@@ -197,6 +201,14 @@ impl Apply for Transactions {
                     .bind(&row.created_at)
                     .bind(&row.updated_at)
                     .bind(row.status)
+                    .bind(&row.columns.workflow)
+                    .bind(&row.columns.workflow_version)
+                    .bind(&row.columns.release)
+                    .bind(row.columns.harness)
+                    .bind(&row.columns.principal)
+                    .bind(&row.columns.organization)
+                    .bind(row.columns.step_index)
+                    .bind(row.columns.revise_rounds)
                     .execute(&mut *tx)
                     .await?;
                     insert_audit(&mut *tx, audit).await?;
@@ -209,13 +221,16 @@ impl Apply for Transactions {
                 } => {
                     let swapped = sqlx::query(
                         "UPDATE sessions SET revision = ?, seq = ?, state = ?, updated_at = ?, \
-                         status = ? WHERE id = ? AND revision = ?",
+                         status = ?, step_index = ?, revise_rounds = ? \
+                         WHERE id = ? AND revision = ?",
                     )
                     .bind(row.revision)
                     .bind(row.seq)
                     .bind(&row.state)
                     .bind(&row.updated_at)
                     .bind(row.status)
+                    .bind(row.columns.step_index)
+                    .bind(row.columns.revise_rounds)
                     .bind(&row.id)
                     .bind(expected)
                     .execute(&mut *tx)
@@ -394,6 +409,25 @@ impl Store for SqliteStore {
             }
         }
         Ok(pruned)
+    }
+
+    async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionSummary>, StoreError> {
+        let sql = format!(
+            "SELECT {SUMMARY_COLUMNS} FROM sessions \
+             WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR workflow = ?2) \
+             AND (?3 IS NULL OR organization = ?3) AND (?4 IS NULL OR updated_at >= ?4) \
+             ORDER BY updated_at DESC, id LIMIT ?5 OFFSET ?6"
+        );
+        let rows: Vec<SummaryRow> = sqlx::query_as(&sql)
+            .bind(query.status.map(|s| s.as_str()))
+            .bind(&query.workflow)
+            .bind(&query.organization)
+            .bind(&query.changed_since)
+            .bind(i64::from(query.limit.clamp(1, MAX_PAGE)))
+            .bind(i64::try_from(query.offset).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(SessionSummary::try_from).collect()
     }
 
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {
