@@ -2,6 +2,7 @@
 
 mod registry;
 mod serve;
+mod sessions;
 mod stage;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +25,9 @@ enum Command {
     /// Build, verify, inspect and promote registry releases.
     #[command(subcommand)]
     Registry(registry::RegistryCommand),
+    /// List and show the sessions a server's store holds (read-only).
+    #[command(subcommand)]
+    Sessions(sessions::SessionsCommand),
 }
 
 impl Cli {
@@ -32,6 +36,7 @@ impl Cli {
             Command::Serve(args) => args.run(),
             Command::Stage(args) => args.run(),
             Command::Registry(cmd) => cmd.run(),
+            Command::Sessions(cmd) => cmd.run(),
         }
     }
 }

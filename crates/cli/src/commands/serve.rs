@@ -156,7 +156,7 @@ fn retain(store: Arc<dyn rimthan_engine::Store>, days: u32) {
     });
 }
 
-fn default_database_url() -> anyhow::Result<String> {
+pub(crate) fn default_database_url() -> anyhow::Result<String> {
     let dir = dirs::data_dir()
         .context("no user data folder on this system; pass --database-url")?
         .join("rimthan");

@@ -1,0 +1,330 @@
+//! `rimthan sessions`: what a facilitator asks first — who started, who stands where, what was
+//! sent back and why — read beside the serving process, never written (`docs/operations/facilitator.md`).
+
+use std::{path::PathBuf, sync::Arc};
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use rimthan_engine::{SessionQuery, SessionSummary, Status, Store, store::MAX_PAGE};
+use rimthan_registry::{
+    RegistryFiles, VerifiedRegistry, external_policy, verify_embedded, verify_registry,
+};
+use serde_json::json;
+
+use super::InputError;
+
+/// Read the sessions a server's store holds.
+#[derive(Debug, Subcommand)]
+pub(crate) enum SessionsCommand {
+    /// List sessions, most recently changed first.
+    List(ListArgs),
+    /// Show one session: its timeline, latest findings and accepted outputs.
+    Show(ShowArgs),
+}
+
+/// Where the sessions are.
+#[derive(Debug, Args)]
+struct StoreArgs {
+    /// The server's store (as `serve --database-url`); default: the user data folder's SQLite file.
+    #[arg(long, env = "RIMTHAN_DATABASE_URL")]
+    database_url: Option<String>,
+    /// The server's registry folder, to count each workflow's steps (default: the embedded one).
+    #[arg(long, env = "RIMTHAN_REGISTRY")]
+    registry: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Only sessions in this status: active, revise or completed.
+    #[arg(long)]
+    status: Option<String>,
+    /// Only sessions of this workflow id.
+    #[arg(long)]
+    workflow: Option<String>,
+    /// Only sessions whose owner belongs to this organization.
+    #[arg(long)]
+    organization: Option<String>,
+    /// Only sessions changed within this long: 30m, 12h or 7d.
+    #[arg(long)]
+    since: Option<String>,
+    /// Sessions per page (1 to 1000).
+    #[arg(long, default_value_t = 50)]
+    limit: u32,
+    /// The page, from 1.
+    #[arg(long, default_value_t = 1)]
+    page: u64,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The session id (32 hex digits, as in its session file).
+    id: String,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    json: bool,
+}
+
+impl SessionsCommand {
+    pub(crate) fn run(self) -> anyhow::Result<()> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        match self {
+            SessionsCommand::List(args) => runtime.block_on(args.run()),
+            SessionsCommand::Show(args) => runtime.block_on(args.run()),
+        }
+    }
+}
+
+impl StoreArgs {
+    async fn open(&self) -> anyhow::Result<(Arc<dyn Store>, VerifiedRegistry)> {
+        let url = match &self.database_url {
+            Some(url) => url.clone(),
+            None => super::serve::default_database_url()?,
+        };
+        let store = rimthan_engine::store::open_read_only(&url)
+            .await
+            .with_context(|| format!("cannot read the store at {url}"))?;
+        let registry = match &self.registry {
+            None => verify_embedded()?,
+            Some(dir) => verify_registry(&RegistryFiles::from_dir(dir)?, &external_policy())?,
+        };
+        Ok((store, registry))
+    }
+}
+
+/// How many steps a session's workflow has, when the registry still holds its release.
+fn steps(registry: &VerifiedRegistry, session: &SessionSummary) -> Option<usize> {
+    let release = registry.release(&session.release.parse().ok()?)?;
+    let workflow = release.workflow(
+        &session.workflow.parse().ok()?,
+        &session.workflow_version.parse().ok()?,
+    )?;
+    Some(workflow.steps().len())
+}
+
+/// Where a session stands, as `2/4`: the active step's number, or all of them once completed.
+fn position(session: &SessionSummary, steps: Option<usize>) -> String {
+    let total = steps.map_or_else(|| "?".to_owned(), |n| n.to_string());
+    let at = match session.status {
+        Status::Completed => steps.map_or(session.step_index, |n| n as u64),
+        _ => session.step_index + 1,
+    };
+    format!("{at}/{total}")
+}
+
+/// `30m`, `12h` or `7d`, as a duration.
+fn parse_since(text: &str) -> Result<time::Duration, InputError> {
+    let invalid = || {
+        InputError(format!(
+            "--since {:?}: give a number and a unit, as 30m, 12h or 7d",
+            text.chars().take(32).collect::<String>()
+        ))
+    };
+    let Some((last, _)) = text.char_indices().last() else {
+        return Err(invalid());
+    };
+    let (number, unit) = text.split_at(last);
+    let n: i64 = number.parse().map_err(|_| invalid())?;
+    if !(1..=100_000).contains(&n) {
+        return Err(invalid());
+    }
+    match unit {
+        "m" => Ok(time::Duration::minutes(n)),
+        "h" => Ok(time::Duration::hours(n)),
+        "d" => Ok(time::Duration::days(n)),
+        _ => Err(invalid()),
+    }
+}
+
+impl ListArgs {
+    fn query(&self) -> Result<SessionQuery, InputError> {
+        let status = match &self.status {
+            None => None,
+            Some(s) => Some(Status::from_wire(s).ok_or_else(|| {
+                InputError(format!(
+                    "--status {:?}: use active, revise or completed",
+                    s.chars().take(32).collect::<String>()
+                ))
+            })?),
+        };
+        if !(1..=MAX_PAGE).contains(&self.limit) {
+            return Err(InputError(format!(
+                "--limit {}: use 1 to {MAX_PAGE}",
+                self.limit
+            )));
+        }
+        if self.page == 0 {
+            return Err(InputError("--page: pages count from 1".into()));
+        }
+        let changed_since = match &self.since {
+            None => None,
+            Some(since) => {
+                let cutoff = time::OffsetDateTime::now_utc() - parse_since(since)?;
+                Some(
+                    cutoff
+                        .replace_nanosecond(0)
+                        .expect("0 ns is valid")
+                        .format(&time::format_description::well_known::Rfc3339)
+                        .expect("UTC times format"),
+                )
+            }
+        };
+        Ok(SessionQuery {
+            status,
+            workflow: self.workflow.clone(),
+            organization: self.organization.clone(),
+            changed_since,
+            limit: self.limit,
+            offset: (self.page - 1).saturating_mul(u64::from(self.limit)),
+        })
+    }
+
+    async fn run(self) -> anyhow::Result<()> {
+        let query = self.query()?;
+        let (store, registry) = self.store.open().await?;
+        let sessions = store.list_sessions(&query).await?;
+        if self.json {
+            let rows: Vec<_> = sessions
+                .iter()
+                .map(|s| {
+                    let mut row = serde_json::to_value(s).expect("summaries serialize");
+                    row["steps"] = json!(steps(&registry, s));
+                    row
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+            return Ok(());
+        }
+        if sessions.is_empty() {
+            println!("no sessions on page {}", self.page);
+            return Ok(());
+        }
+        println!(
+            "{:<32}  {:<16}  {:<12}  {:<24}  {:<11}  {:>5}  {:<9}  {:>6}  {:<20}  CHANGED",
+            "ID",
+            "PRINCIPAL",
+            "ORGANIZATION",
+            "WORKFLOW",
+            "HARNESS",
+            "STEP",
+            "STATUS",
+            "REVISE",
+            "STARTED"
+        );
+        for s in &sessions {
+            println!(
+                "{:<32}  {:<16.16}  {:<12.12}  {:<24.24}  {:<11}  {:>5}  {:<9}  {:>6}  {:<20}  {}",
+                s.id.to_string(),
+                s.principal.as_deref().unwrap_or("-"),
+                s.organization.as_deref().unwrap_or("-"),
+                format!("{}@{}", s.workflow, s.workflow_version),
+                s.harness,
+                position(s, steps(&registry, s)),
+                s.status.as_str(),
+                s.revise_rounds,
+                s.created_at,
+                s.updated_at
+            );
+        }
+        Ok(())
+    }
+}
+
+impl ShowArgs {
+    async fn run(self) -> anyhow::Result<()> {
+        let id: rimthan_engine::SessionId = self.id.parse().map_err(|_| {
+            let shown: String = self.id.chars().take(64).collect();
+            InputError(format!(
+                "{shown:?} is not a session id: 32 hex digits, as in .rimthan/workflow-session.json"
+            ))
+        })?;
+        let (store, _) = self.store.open().await?;
+        let Some(session) = store.load_session(&id).await? else {
+            return Err(InputError(format!("session {id} is not in this store")).into());
+        };
+        let timeline = store.audit_log(&id).await?;
+        let outputs: Vec<_> = session
+            .ledger
+            .iter()
+            .map(|(path, a)| {
+                json!({"path": path, "artifact_id": a.artifact_id, "owner_step": a.owner_step,
+                       "bytes": a.bytes, "sha256": a.sha256})
+            })
+            .collect();
+        if self.json {
+            let shown = json!({
+                "id": session.id, "status": session.status.as_str(),
+                "workflow": session.workflow, "workflow_version": session.workflow_version,
+                "release": session.release, "harness": session.host.harness.as_str(),
+                "principal": session.principal, "step_index": session.step_index,
+                "revise_rounds": session.revise_rounds, "created_at": session.created_at,
+                "updated_at": session.updated_at, "timeline": timeline,
+                "findings": session.findings, "outputs": outputs,
+            });
+            println!("{}", serde_json::to_string_pretty(&shown)?);
+            return Ok(());
+        }
+        let standing = match session.status {
+            Status::Completed => "completed".to_owned(),
+            status => format!("{} at step {}", status.as_str(), session.step_index + 1),
+        };
+        println!(
+            "session {} · {}@{} · release {} · {} · {standing} · {} revise rounds",
+            session.id,
+            session.workflow,
+            session.workflow_version,
+            session.release,
+            session.host.harness.as_str(),
+            session.revise_rounds
+        );
+        if let Some(p) = &session.principal {
+            println!(
+                "owner {} ({})",
+                p.subject,
+                p.organization.as_deref().unwrap_or("no organization")
+            );
+        }
+        println!(
+            "started {} · changed {}",
+            session.created_at, session.updated_at
+        );
+        println!("\ntimeline");
+        for e in &timeline {
+            let codes: Vec<&str> = e.codes.iter().map(|c| c.as_str()).collect();
+            println!(
+                "  {}  {:<24}  {:<9}  {}",
+                e.at,
+                e.tool.as_str(),
+                e.outcome.as_str(),
+                codes.join(", ")
+            );
+        }
+        if !session.findings.is_empty() {
+            println!("\nlatest findings");
+            for f in &session.findings {
+                println!(
+                    "  {} {} {}: {}",
+                    f.validator_id,
+                    f.severity,
+                    f.path.as_deref().unwrap_or("-"),
+                    f.message
+                );
+            }
+        }
+        if !outputs.is_empty() {
+            println!("\naccepted outputs (attested; the store holds no bodies)");
+            for (path, a) in &session.ledger {
+                println!("  {path}  {} bytes  sha256 {}", a.bytes, a.sha256);
+            }
+        }
+        Ok(())
+    }
+}

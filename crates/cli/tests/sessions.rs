@@ -1,0 +1,183 @@
+//! `rimthan sessions`, as a facilitator runs it beside a store harnesses have used
+//! (`docs/operations/facilitator.md`).
+
+use std::{path::Path, process::Command};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
+
+fn rimthan(args: &[&str]) -> std::process::Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+/// Stages one whole session of the embedded release's first workflow into `database`.
+fn stage(database: &str, project: &Path, harness: &str, extra: &[&str]) {
+    let project = project.to_str().unwrap();
+    let mut args = vec![
+        "stage",
+        "--harness",
+        harness,
+        "--database-url",
+        database,
+        "--project",
+        project,
+    ];
+    args.extend_from_slice(extra);
+    let out = rimthan(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = rimthan(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn sessions_list_and_show_what_harnesses_did_and_refuse_what_does_not_parse() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("store.db").display());
+    let workflow = rimthan_registry::verify_embedded()
+        .unwrap()
+        .releases()
+        .values()
+        .last()
+        .unwrap()
+        .workflows()
+        .next()
+        .unwrap()
+        .doc()
+        .id
+        .to_string();
+    stage(
+        &database,
+        &dir.path().join("a"),
+        "codex",
+        &["--workflow", &workflow],
+    );
+    stage(
+        &database,
+        &dir.path().join("b"),
+        "claude-code",
+        &["--workflow", &workflow, "--revise"],
+    );
+
+    let listed = json(&["sessions", "list", "--database-url", &database, "--json"]);
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 2);
+    for session in listed {
+        assert_eq!(session["status"], "completed");
+        assert_eq!(session["workflow"], workflow.as_str());
+        assert_eq!(session["step_index"], session["steps"]);
+    }
+    let harnesses: Vec<_> = listed.iter().map(|s| s["harness"].clone()).collect();
+    assert!(harnesses.contains(&"codex".into()) && harnesses.contains(&"claude-code".into()));
+    let revised = listed
+        .iter()
+        .find(|s| s["harness"] == "claude-code")
+        .unwrap();
+    assert_eq!(revised["revise_rounds"], 1);
+
+    let filtered = json(&[
+        "sessions",
+        "list",
+        "--database-url",
+        &database,
+        "--json",
+        "--status",
+        "revise",
+    ]);
+    assert_eq!(filtered, serde_json::json!([]));
+    let page_two = json(&[
+        "sessions",
+        "list",
+        "--database-url",
+        &database,
+        "--json",
+        "--limit",
+        "1",
+        "--page",
+        "2",
+    ]);
+    assert_eq!(page_two.as_array().unwrap()[..], listed[1..]);
+
+    let id = revised["id"].as_str().unwrap();
+    let shown = json(&[
+        "sessions",
+        "show",
+        "--database-url",
+        &database,
+        id,
+        "--json",
+    ]);
+    let timeline = shown["timeline"].as_array().unwrap();
+    assert_eq!(timeline[0]["tool"], "start_workflow");
+    assert!(timeline.iter().any(|e| e["outcome"] == "revise"));
+    assert_eq!(timeline.last().unwrap()["outcome"], "completed");
+    let outputs = shown["outputs"].as_array().unwrap();
+    assert!(!outputs.is_empty());
+    assert!(
+        outputs
+            .iter()
+            .all(|o| o["sha256"].as_str().unwrap().len() == 64)
+    );
+    let text = rimthan(&["sessions", "show", "--database-url", &database, id]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("revise"));
+
+    for (args, says) in [
+        (
+            vec!["show", "0123456789abcdef0123456789abcdef"],
+            "is not in this store",
+        ),
+        (vec!["show", "<script>"], "is not a session id"),
+        (
+            vec!["list", "--status", "stuck"],
+            "use active, revise or completed",
+        ),
+        (
+            vec!["list", "--since", "7 weeks"],
+            "give a number and a unit",
+        ),
+        (vec!["list", "--limit", "0"], "use 1 to 1000"),
+        (vec!["list", "--page", "0"], "pages count from 1"),
+    ] {
+        let mut full = vec!["sessions"];
+        full.extend_from_slice(&args);
+        full.extend_from_slice(&["--database-url", &database]);
+        let out = rimthan(&full);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[test]
+fn the_facilitator_flag_table_lists_every_sessions_list_flag() {
+    let help = String::from_utf8(rimthan(&["sessions", "list", "--help"]).stdout).unwrap();
+    let from_help: std::collections::BTreeSet<String> = help
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("--"))
+        .map(|r| r.split([' ', '=', '<']).next().unwrap().to_owned())
+        .filter(|f| f != "help")
+        .collect();
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations/facilitator.md"),
+    )
+    .unwrap();
+    let from_doc: std::collections::BTreeSet<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `--"))
+        .map(|r| r.split('`').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(from_doc, from_help);
+}
