@@ -120,3 +120,106 @@ async fn audit_rows_leave_only_by_retention() {
         "{refused}"
     );
 }
+
+/// A store written before the listed columns existed gets them filled from each session's state
+/// when it is opened by this version (migration 0004), on SQLite and on PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_store_gets_its_sessions_listed_after_migrating() {
+    use rimthan_engine::{Principal, SessionQuery};
+    // A session as this version stores it, to write into stores at the older schema.
+    let current = sqlite_memory().await;
+    let engine = engine_on(current.clone()).await;
+    let owner = Principal {
+        subject: "ada".into(),
+        organization: Some("lab".into()),
+    };
+    let payload = active(
+        engine
+            .start(start_request("codex"), Some(&owner))
+            .await
+            .unwrap(),
+    );
+    let id = payload.session_id.parse().unwrap();
+    let session = current.load_session(&id).await.unwrap().unwrap();
+    let state = serde_json::to_string(&*session).unwrap();
+    let check = |listed: Vec<rimthan_engine::SessionSummary>| {
+        assert_eq!(listed.len(), 1);
+        let row = &listed[0];
+        assert_eq!(row.id, session.id);
+        assert_eq!(row.workflow, session.workflow.to_string());
+        assert_eq!(row.workflow_version, session.workflow_version.to_string());
+        assert_eq!(row.release, session.release.to_string());
+        assert_eq!(row.harness, "codex");
+        assert_eq!(row.principal.as_deref(), Some("ada"));
+        assert_eq!(row.organization.as_deref(), Some("lab"));
+    };
+    let query = SessionQuery {
+        limit: 10,
+        ..Default::default()
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("old.db").display());
+    {
+        let options: sqlx::sqlite::SqliteConnectOptions = url.parse().unwrap();
+        let old = sqlx::SqlitePool::connect_with(options.create_if_missing(true))
+            .await
+            .unwrap();
+        let mut migrator = sqlx::migrate!("./migrations/sqlite");
+        migrator.migrations = migrator.migrations[..3].to_vec().into();
+        migrator.run(&old).await.unwrap();
+        sqlx::query(
+            "INSERT INTO sessions (id, revision, seq, state, created_at, updated_at, status) \
+             VALUES (?, 0, 0, ?, ?, ?, 'active')",
+        )
+        .bind(session.id.as_str())
+        .bind(&state)
+        .bind(&session.created_at)
+        .bind(&session.updated_at)
+        .execute(&old)
+        .await
+        .unwrap();
+        old.close().await;
+    }
+    check(
+        SqliteStore::open(&url)
+            .await
+            .unwrap()
+            .list_sessions(&query)
+            .await
+            .unwrap(),
+    );
+
+    let Ok(pg) = std::env::var(PG_ENV) else {
+        return;
+    };
+    let schema = format!("t_{}", rimthan_engine::SessionId::generate());
+    let options: sqlx::postgres::PgConnectOptions = pg.parse().unwrap();
+    let admin = sqlx::PgPool::connect_with(options.clone()).await.unwrap();
+    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let old = sqlx::PgPool::connect_with(options.options([("search_path", schema.as_str())]))
+        .await
+        .unwrap();
+    let mut migrator = sqlx::migrate!("./migrations/postgres");
+    migrator.migrations = migrator.migrations[..3].to_vec().into();
+    migrator.run(&old).await.unwrap();
+    sqlx::query(
+        "INSERT INTO sessions (id, revision, seq, state, created_at, updated_at, status) \
+         VALUES ($1, 0, 0, $2, $3, $4, 'active')",
+    )
+    .bind(session.id.as_str())
+    .bind(&state)
+    .bind(&session.created_at)
+    .bind(&session.updated_at)
+    .execute(&old)
+    .await
+    .unwrap();
+    old.close().await;
+    let store = rimthan_engine::store::PostgresStore::connect_in_schema(&pg, &schema)
+        .await
+        .unwrap();
+    check(store.list_sessions(&query).await.unwrap());
+}
