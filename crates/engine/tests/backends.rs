@@ -337,13 +337,27 @@ pub(crate) async fn a_change_whose_caller_hung_up_is_read_back_as_committed(stor
 /// Sessions are listed from their columns: filtered by status, workflow and organization,
 /// most recently changed first, a page at a time, with the revise rounds they went through.
 pub(crate) async fn sessions_list_by_status_workflow_and_organization(store: Arc<dyn Store>) {
-    use rimthan_engine::{Principal, SessionQuery};
+    use rimthan_engine::{ActivePayload, Principal, SessionQuery};
     let engine = engine_on(store.clone()).await;
     let lab = |subject: &str| Principal {
         subject: subject.into(),
         organization: Some("lab".into()),
     };
     let start = start_request("codex");
+    // One step as `who`: prepare, then submit reports with `verdict`.
+    let step = |payload: ActivePayload, who: Principal, verdict: Verdict| {
+        let (engine, start) = (&engine, &start);
+        async move {
+            let plan = ready(
+                engine
+                    .prepare(prepare(&payload, start), Some(&who))
+                    .await
+                    .unwrap(),
+            );
+            let reports = submit(&payload, &plan, verdict);
+            step_active(engine.submit(reports, Some(&who)).await.unwrap())
+        }
+    };
     let mut done = active(
         engine
             .start(start.clone(), Some(&lab("ada")))
@@ -351,50 +365,17 @@ pub(crate) async fn sessions_list_by_status_workflow_and_organization(store: Arc
             .unwrap(),
     );
     while done.status != Status::Completed {
-        let plan = ready(
-            engine
-                .prepare(prepare(&done, &start), Some(&lab("ada")))
-                .await
-                .unwrap(),
-        );
-        done = step_active(
-            engine
-                .submit(submit(&done, &plan, Verdict::Pass), Some(&lab("ada")))
-                .await
-                .unwrap(),
-        );
+        done = step(done, lab("ada"), Verdict::Pass).await;
     }
+    // The setup step has no validator to fail: revise the first work step.
     let revised = active(
         engine
             .start(start.clone(), Some(&lab("bob")))
             .await
             .unwrap(),
     );
-    // The setup step has no validator to fail: revise the first work step.
-    let plan = ready(
-        engine
-            .prepare(prepare(&revised, &start), Some(&lab("bob")))
-            .await
-            .unwrap(),
-    );
-    let revised = step_active(
-        engine
-            .submit(submit(&revised, &plan, Verdict::Pass), Some(&lab("bob")))
-            .await
-            .unwrap(),
-    );
-    let plan = ready(
-        engine
-            .prepare(prepare(&revised, &start), Some(&lab("bob")))
-            .await
-            .unwrap(),
-    );
-    let revised = step_active(
-        engine
-            .submit(submit(&revised, &plan, Verdict::Fail), Some(&lab("bob")))
-            .await
-            .unwrap(),
-    );
+    let revised = step(revised, lab("bob"), Verdict::Pass).await;
+    let revised = step(revised, lab("bob"), Verdict::Fail).await;
     assert_eq!(revised.status, Status::Revise);
     let outsider = active(engine.start(start.clone(), None).await.unwrap());
 
