@@ -7,6 +7,7 @@ mod commit;
 mod listing;
 mod postgres;
 mod sqlite;
+mod writes;
 
 use std::sync::Arc;
 

@@ -17,8 +17,9 @@ use super::{
     StoreErrorKind,
     cache::{SESSION_CACHE_CAPACITY, SessionCache},
     commit::{Apply, Committer, SessionRow, Write},
-    decode_codes, decode_operation, decode_outcome, decode_session, encode_codes,
+    decode_codes, decode_operation, decode_outcome, decode_session,
     listing::{SUMMARY_COLUMNS, SummaryRow},
+    writes::{self, Statements},
 };
 use crate::session::{Session, SessionId};
 
@@ -180,74 +181,22 @@ fn writer_lock(path: &Path) -> Result<File, StoreError> {
 /// Applies a batch of writes in one transaction on one pool.
 struct Transactions(SqlitePool);
 
+/// SQLite's spelling of the write statements.
+const STATEMENTS: Statements = Statements {
+    insert_session: "INSERT INTO sessions (id, revision, seq, state, created_at, updated_at, status, \
+        workflow, workflow_version, release, harness, principal, organization, step_index, \
+        revise_rounds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    update_session: "UPDATE sessions SET revision = ?, seq = ?, state = ?, updated_at = ?, \
+        status = ?, step_index = ?, revise_rounds = ? WHERE id = ? AND revision = ? RETURNING id",
+    insert_audit: "INSERT INTO audit_log (session_id, seq, tool, outcome, codes, \
+        attestation_sha256, reports_sha256, principal, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+};
+
 #[async_trait]
 impl Apply for Transactions {
     async fn apply(&self, writes: &[&Write]) -> Result<Vec<bool>, StoreError> {
         let mut tx = self.0.begin().await?;
-        let mut took = Vec::with_capacity(writes.len());
-        for write in writes {
-            took.push(match write {
-                Write::Insert(row, audit) => {
-                    sqlx::query(
-                        "INSERT INTO sessions (id, revision, seq, state, created_at, updated_at, \
-                         status, workflow, workflow_version, release, harness, principal, \
-                         organization, step_index, revise_rounds) \
-                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    )
-                    .bind(&row.id)
-                    .bind(row.revision)
-                    .bind(row.seq)
-                    .bind(&row.state)
-                    .bind(&row.created_at)
-                    .bind(&row.updated_at)
-                    .bind(row.status)
-                    .bind(&row.columns.workflow)
-                    .bind(&row.columns.workflow_version)
-                    .bind(&row.columns.release)
-                    .bind(row.columns.harness)
-                    .bind(&row.columns.principal)
-                    .bind(&row.columns.organization)
-                    .bind(row.columns.step_index)
-                    .bind(row.columns.revise_rounds)
-                    .execute(&mut *tx)
-                    .await?;
-                    insert_audit(&mut *tx, audit).await?;
-                    true
-                }
-                Write::Update {
-                    expected,
-                    row,
-                    audit,
-                } => {
-                    let swapped = sqlx::query(
-                        "UPDATE sessions SET revision = ?, seq = ?, state = ?, updated_at = ?, \
-                         status = ?, step_index = ?, revise_rounds = ? \
-                         WHERE id = ? AND revision = ?",
-                    )
-                    .bind(row.revision)
-                    .bind(row.seq)
-                    .bind(&row.state)
-                    .bind(&row.updated_at)
-                    .bind(row.status)
-                    .bind(row.columns.step_index)
-                    .bind(row.columns.revise_rounds)
-                    .bind(&row.id)
-                    .bind(expected)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected()
-                        == 1;
-                    if swapped {
-                        insert_audit(&mut *tx, audit).await?;
-                    }
-                    swapped
-                }
-                Write::Audit(audit) => {
-                    insert_audit(&mut *tx, audit).await?;
-                    true
-                }
-            });
-        }
+        let took = writes::apply::<sqlx::Sqlite>(&mut tx, &STATEMENTS, writes).await?;
         tx.commit().await?;
         Ok(took)
     }
@@ -272,28 +221,6 @@ fn decode_audit(row: &sqlx::sqlite::SqliteRow) -> Result<AuditEntry, StoreError>
         principal: row.try_get("principal")?,
         at: row.try_get("at")?,
     })
-}
-
-async fn insert_audit<'e, E>(executor: E, audit: &AuditEntry) -> Result<(), StoreError>
-where
-    E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
-{
-    sqlx::query(
-        "INSERT INTO audit_log (session_id, seq, tool, outcome, codes, attestation_sha256, \
-         reports_sha256, principal, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(audit.session_id.as_ref().map(SessionId::as_str))
-    .bind(audit.seq.map(|s| s as i64))
-    .bind(audit.tool.as_str())
-    .bind(audit.outcome.as_str())
-    .bind(encode_codes(&audit.codes))
-    .bind(&audit.attestation_sha256)
-    .bind(&audit.reports_sha256)
-    .bind(&audit.principal)
-    .bind(&audit.at)
-    .execute(executor)
-    .await?;
-    Ok(())
 }
 
 #[async_trait]

@@ -1,0 +1,140 @@
+//! The statements every write runs, the same on both backends: only the placeholder syntax of
+//! their SQL differs ([`Statements`]).
+
+use sqlx::{Database, Encode, Executor, IntoArguments, Type};
+
+use super::{
+    AuditEntry, StoreError,
+    commit::{SessionRow, Write},
+    encode_codes,
+};
+use crate::session::SessionId;
+
+/// One backend's spelling of the write statements.
+pub(crate) struct Statements {
+    /// A new session row (15 values, in [`SessionRow`]'s order).
+    pub(crate) insert_session: &'static str,
+    /// A compare-and-swap of a session row, returning its id when it swapped (9 values).
+    pub(crate) update_session: &'static str,
+    /// An audit entry (9 values).
+    pub(crate) insert_audit: &'static str,
+}
+
+/// Applies writes on one connection (inside the caller's transaction): whether each took effect.
+pub(crate) async fn apply<DB>(
+    conn: &mut DB::Connection,
+    sql: &Statements,
+    writes: &[&Write],
+) -> Result<Vec<bool>, StoreError>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
+{
+    let mut took = Vec::with_capacity(writes.len());
+    for write in writes {
+        took.push(match write {
+            Write::Insert(row, audit) => {
+                insert_session::<DB>(&mut *conn, sql, row).await?;
+                insert_audit::<DB>(&mut *conn, sql, audit).await?;
+                true
+            }
+            Write::Update {
+                expected,
+                row,
+                audit,
+            } => {
+                let swapped = sqlx::query::<DB>(sql.update_session)
+                    .bind(row.revision)
+                    .bind(row.seq)
+                    .bind(row.state.as_str())
+                    .bind(row.updated_at.as_str())
+                    .bind(row.status)
+                    .bind(row.columns.step_index)
+                    .bind(row.columns.revise_rounds)
+                    .bind(row.id.as_str())
+                    .bind(*expected)
+                    .fetch_optional(&mut *conn)
+                    .await?
+                    .is_some();
+                if swapped {
+                    insert_audit::<DB>(&mut *conn, sql, audit).await?;
+                }
+                swapped
+            }
+            Write::Audit(audit) => {
+                insert_audit::<DB>(&mut *conn, sql, audit).await?;
+                true
+            }
+        });
+    }
+    Ok(took)
+}
+
+async fn insert_session<DB>(
+    conn: &mut DB::Connection,
+    sql: &Statements,
+    row: &SessionRow,
+) -> Result<(), StoreError>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+{
+    let columns = &row.columns;
+    sqlx::query::<DB>(sql.insert_session)
+        .bind(row.id.as_str())
+        .bind(row.revision)
+        .bind(row.seq)
+        .bind(row.state.as_str())
+        .bind(row.created_at.as_str())
+        .bind(row.updated_at.as_str())
+        .bind(row.status)
+        .bind(columns.workflow.as_str())
+        .bind(columns.workflow_version.as_str())
+        .bind(columns.release.as_str())
+        .bind(columns.harness)
+        .bind(columns.principal.as_deref())
+        .bind(columns.organization.as_deref())
+        .bind(columns.step_index)
+        .bind(columns.revise_rounds)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+async fn insert_audit<DB>(
+    conn: &mut DB::Connection,
+    sql: &Statements,
+    audit: &AuditEntry,
+) -> Result<(), StoreError>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
+{
+    let codes = encode_codes(&audit.codes);
+    sqlx::query::<DB>(sql.insert_audit)
+        .bind(audit.session_id.as_ref().map(SessionId::as_str))
+        .bind(audit.seq.map(|s| s as i64))
+        .bind(audit.tool.as_str())
+        .bind(audit.outcome.as_str())
+        .bind(codes.as_str())
+        .bind(audit.attestation_sha256.as_deref())
+        .bind(audit.reports_sha256.as_deref())
+        .bind(audit.principal.as_deref())
+        .bind(audit.at.as_str())
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
