@@ -136,11 +136,7 @@ fn retain(store: Arc<dyn rimthan_engine::Store>, days: u32) {
         let mut ticks = tokio::time::interval(RETENTION_INTERVAL);
         loop {
             ticks.tick().await;
-            let before = (time::OffsetDateTime::now_utc() - keep)
-                .replace_nanosecond(0)
-                .expect("0 ns is valid")
-                .format(&time::format_description::well_known::Rfc3339)
-                .expect("UTC times format");
+            let before = super::rfc3339_ago(keep);
             match store.prune(&before).await {
                 Ok(pruned) => tracing::info!(
                     %before,

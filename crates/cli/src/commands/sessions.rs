@@ -166,16 +166,7 @@ impl ListArgs {
         }
         let changed_since = match &self.since {
             None => None,
-            Some(since) => {
-                let cutoff = time::OffsetDateTime::now_utc() - parse_since(since)?;
-                Some(
-                    cutoff
-                        .replace_nanosecond(0)
-                        .expect("0 ns is valid")
-                        .format(&time::format_description::well_known::Rfc3339)
-                        .expect("UTC times format"),
-                )
-            }
+            Some(since) => Some(super::rfc3339_ago(parse_since(since)?)),
         };
         Ok(SessionQuery {
             status,

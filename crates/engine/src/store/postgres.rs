@@ -10,13 +10,12 @@ use sqlx::{
 };
 
 use super::{
-    AuditEntry, MAX_PAGE, PRUNE_BATCH, Pruned, SessionQuery, SessionSummary, Store, StoreError,
-    StoreErrorKind,
+    AuditEntry, MAX_PAGE, Pruned, SessionQuery, SessionSummary, Store, StoreError, StoreErrorKind,
     cache::{SESSION_CACHE_CAPACITY, SessionCache},
     commit::{Apply, Committer, SessionRow, Write},
     decode_codes, decode_operation, decode_outcome, decode_session,
     listing::{SUMMARY_COLUMNS, SummaryRow},
-    writes::{self, Statements},
+    writes::{self, PruneStatements, Statements},
 };
 use crate::session::{Session, SessionId};
 
@@ -128,6 +127,15 @@ const STATEMENTS: Statements = Statements {
     insert_audit: "INSERT INTO audit_log (session_id, seq, tool, outcome, codes, \
         attestation_sha256, reports_sha256, principal, at) \
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+};
+
+/// PostgreSQL's spelling of the retention statements.
+const PRUNE_STATEMENTS: PruneStatements = PruneStatements {
+    set_cutoff: "UPDATE retention SET before = $1 WHERE id = 1",
+    delete_audit: "DELETE FROM audit_log WHERE id IN \
+        (SELECT id FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2) RETURNING id",
+    delete_sessions: "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions \
+        WHERE status = 'completed' AND updated_at < $1 LIMIT $2) RETURNING id",
 };
 
 #[async_trait]
@@ -242,47 +250,7 @@ impl Store for PostgresStore {
     }
 
     async fn prune(&self, before: &str) -> Result<Pruned, StoreError> {
-        let mut pruned = Pruned::default();
-        // The cutoff and the deletes it allows commit together, so no replica's prune can
-        // widen another's mid-way.
-        loop {
-            let mut tx = self.pool.begin().await?;
-            sqlx::query("UPDATE retention SET before = $1 WHERE id = 1")
-                .bind(before)
-                .execute(&mut *tx)
-                .await?;
-            let deleted = sqlx::query(
-                "DELETE FROM audit_log WHERE id IN \
-                 (SELECT id FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2)",
-            )
-            .bind(before)
-            .bind(PRUNE_BATCH)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            tx.commit().await?;
-            pruned.audit_entries += deleted;
-            if deleted < PRUNE_BATCH as u64 {
-                break;
-            }
-        }
-        loop {
-            let ids: Vec<String> = sqlx::query_scalar(
-                "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions \
-                 WHERE status = 'completed' AND updated_at < $1 LIMIT $2) RETURNING id",
-            )
-            .bind(before)
-            .bind(PRUNE_BATCH)
-            .fetch_all(&self.pool)
-            .await?;
-            let ids: Vec<SessionId> = ids.iter().filter_map(|id| id.parse().ok()).collect();
-            self.cache.forget(&ids);
-            pruned.sessions += ids.len() as u64;
-            if ids.len() < PRUNE_BATCH as usize {
-                break;
-            }
-        }
-        Ok(pruned)
+        writes::prune(&self.pool, &PRUNE_STATEMENTS, before, &self.cache).await
     }
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionSummary>, StoreError> {

@@ -13,13 +13,12 @@ use sqlx::{
 };
 
 use super::{
-    AuditEntry, MAX_PAGE, PRUNE_BATCH, Pruned, SessionQuery, SessionSummary, Store, StoreError,
-    StoreErrorKind,
+    AuditEntry, MAX_PAGE, Pruned, SessionQuery, SessionSummary, Store, StoreError, StoreErrorKind,
     cache::{SESSION_CACHE_CAPACITY, SessionCache},
     commit::{Apply, Committer, SessionRow, Write},
     decode_codes, decode_operation, decode_outcome, decode_session,
     listing::{SUMMARY_COLUMNS, SummaryRow},
-    writes::{self, Statements},
+    writes::{self, PruneStatements, Statements},
 };
 use crate::session::{Session, SessionId};
 
@@ -192,6 +191,15 @@ const STATEMENTS: Statements = Statements {
         attestation_sha256, reports_sha256, principal, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
 };
 
+/// SQLite's spelling of the retention statements.
+const PRUNE_STATEMENTS: PruneStatements = PruneStatements {
+    set_cutoff: "UPDATE retention SET before = ? WHERE id = 1",
+    delete_audit: "DELETE FROM audit_log WHERE id IN \
+        (SELECT id FROM audit_log WHERE at < ? ORDER BY at LIMIT ?) RETURNING id",
+    delete_sessions: "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions \
+        WHERE status = 'completed' AND updated_at < ? LIMIT ?) RETURNING id",
+};
+
 #[async_trait]
 impl Apply for Transactions {
     async fn apply(&self, writes: &[&Write]) -> Result<Vec<bool>, StoreError> {
@@ -299,43 +307,7 @@ impl Store for SqliteStore {
 
     async fn prune(&self, before: &str) -> Result<Pruned, StoreError> {
         let writer = self.writer()?;
-        let mut pruned = Pruned::default();
-        sqlx::query("UPDATE retention SET before = ? WHERE id = 1")
-            .bind(before)
-            .execute(&writer.pool)
-            .await?;
-        loop {
-            let deleted = sqlx::query(
-                "DELETE FROM audit_log WHERE id IN \
-                 (SELECT id FROM audit_log WHERE at < ? ORDER BY at LIMIT ?)",
-            )
-            .bind(before)
-            .bind(PRUNE_BATCH)
-            .execute(&writer.pool)
-            .await?
-            .rows_affected();
-            pruned.audit_entries += deleted;
-            if deleted < PRUNE_BATCH as u64 {
-                break;
-            }
-        }
-        loop {
-            let ids: Vec<String> = sqlx::query_scalar(
-                "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions \
-                 WHERE status = 'completed' AND updated_at < ? LIMIT ?) RETURNING id",
-            )
-            .bind(before)
-            .bind(PRUNE_BATCH)
-            .fetch_all(&writer.pool)
-            .await?;
-            let ids: Vec<SessionId> = ids.iter().filter_map(|id| id.parse().ok()).collect();
-            writer.cache.forget(&ids);
-            pruned.sessions += ids.len() as u64;
-            if ids.len() < PRUNE_BATCH as usize {
-                break;
-            }
-        }
-        Ok(pruned)
+        writes::prune(&writer.pool, &PRUNE_STATEMENTS, before, &writer.cache).await
     }
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionSummary>, StoreError> {

@@ -1,10 +1,11 @@
-//! The statements every write runs, the same on both backends: only the placeholder syntax of
-//! their SQL differs ([`Statements`]).
+//! The statements every write runs, changes and retention alike, the same on both backends: only
+//! the placeholder syntax of their SQL differs ([`Statements`], [`PruneStatements`]).
 
-use sqlx::{Database, Encode, Executor, IntoArguments, Type};
+use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
 
 use super::{
-    AuditEntry, StoreError,
+    AuditEntry, PRUNE_BATCH, Pruned, StoreError,
+    cache::SessionCache,
     commit::{SessionRow, Write},
     encode_codes,
 };
@@ -137,4 +138,72 @@ where
         .execute(&mut *conn)
         .await?;
     Ok(())
+}
+
+/// One backend's spelling of the retention statements.
+pub(crate) struct PruneStatements {
+    /// Records the cutoff the delete trigger admits rows below (1 value).
+    pub(crate) set_cutoff: &'static str,
+    /// Deletes at most a batch of audit rows older than the cutoff, returning their ids
+    /// (2 values: cutoff, batch).
+    pub(crate) delete_audit: &'static str,
+    /// Deletes at most a batch of completed sessions last changed before the cutoff, returning
+    /// their ids (2 values: cutoff, batch).
+    pub(crate) delete_sessions: &'static str,
+}
+
+/// Applies retention on either backend (`docs/engine.md` §7.3): each batch commits with the
+/// cutoff it is allowed by, and the sessions deleted leave `cache`.
+pub(crate) async fn prune<DB>(
+    pool: &Pool<DB>,
+    sql: &PruneStatements,
+    before: &str,
+    cache: &SessionCache,
+) -> Result<Pruned, StoreError>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'r> String: Decode<'r, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let batch = |rows: usize| rows < PRUNE_BATCH as usize;
+    let mut pruned = Pruned::default();
+    loop {
+        let mut tx = pool.begin().await?;
+        sqlx::query::<DB>(sql.set_cutoff)
+            .bind(before)
+            .execute(&mut *tx)
+            .await?;
+        let deleted = sqlx::query::<DB>(sql.delete_audit)
+            .bind(before)
+            .bind(PRUNE_BATCH)
+            .fetch_all(&mut *tx)
+            .await?
+            .len();
+        tx.commit().await?;
+        pruned.audit_entries += deleted as u64;
+        if batch(deleted) {
+            break;
+        }
+    }
+    loop {
+        let rows = sqlx::query::<DB>(sql.delete_sessions)
+            .bind(before)
+            .bind(PRUNE_BATCH)
+            .fetch_all(pool)
+            .await?;
+        let ids: Vec<SessionId> = rows
+            .iter()
+            .filter_map(|row| row.try_get::<String, _>(0).ok()?.parse().ok())
+            .collect();
+        cache.forget(&ids);
+        pruned.sessions += rows.len() as u64;
+        if batch(rows.len()) {
+            break;
+        }
+    }
+    Ok(pruned)
 }

@@ -30,7 +30,7 @@ use axum::{
 use hashlink::LruCache;
 pub(crate) use key::is_json;
 use key::{Read, no_uri, read_key, result_of};
-use rimthan_engine::{AnsweredAt, Engine, Principal, Releases};
+use rimthan_engine::{AnsweredAt, Engine, Principal};
 use rimthan_registry::VerifiedRegistry;
 
 use crate::{metrics::Metrics, tools::ACTIVE_STEP};
@@ -124,7 +124,6 @@ struct Answers {
 /// Kept answers, shared by every request of one server.
 #[derive(Debug, Clone)]
 pub(crate) struct Replay {
-    releases: Arc<Releases>,
     engine: Arc<Engine>,
     metrics: Arc<Metrics>,
     answers: Arc<RwLock<Answers>>,
@@ -135,7 +134,6 @@ impl Replay {
     /// Nothing kept yet, over the engine (and its registry) a server serves.
     pub(crate) fn new(engine: Arc<Engine>, metrics: Arc<Metrics>) -> Self {
         Self {
-            releases: engine.releases().clone(),
             engine,
             metrics,
             answers: Arc::default(),
@@ -154,7 +152,7 @@ impl Replay {
 
     fn keep(&self, registry: Arc<VerifiedRegistry>, key: Vec<u8>, kept: Kept) {
         // An answer that raced a reload belongs to a registry no longer served: not worth keeping.
-        if !Arc::ptr_eq(&registry, &self.releases.snapshot()) {
+        if !Arc::ptr_eq(&registry, &self.engine.releases().snapshot()) {
             return;
         }
         let mut answers = self.answers.write().expect("replay lock is never poisoned");
@@ -204,7 +202,7 @@ impl Replay {
         key: Vec<u8>,
         id: Vec<u8>,
     ) -> Response {
-        let registry = self.releases.snapshot();
+        let registry = self.engine.releases().snapshot();
         if let Some(kept) = self.lookup(&registry, &key) {
             return kept.answer(&id);
         }
@@ -229,7 +227,7 @@ impl Replay {
         id: Vec<u8>,
     ) -> Response {
         let started = Instant::now();
-        let registry = self.releases.snapshot();
+        let registry = self.engine.releases().snapshot();
         if let Some(kept) = self.current_step(&registry, &key).await {
             self.metrics
                 .tool_call(ACTIVE_STEP, kept.outcome, "none", started.elapsed());
@@ -241,7 +239,7 @@ impl Replay {
             .run(Request::from_parts(parts, Body::from(bytes)))
             .await;
         let (response, kept) = Kept::from_response(response, &id).await;
-        let still_served = Arc::ptr_eq(&registry, &self.releases.snapshot());
+        let still_served = Arc::ptr_eq(&registry, &self.engine.releases().snapshot());
         if let (Some(kept), Some((at, outcome)), true) = (kept, slot.take(), still_served)
             && kept.result.len() <= MAX_KEPT_STEP_BYTES
         {
