@@ -2,6 +2,7 @@
 //! first, without decoding any session's state (`docs/engine.md` §7.4).
 
 use serde::Serialize;
+use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Type};
 
 use crate::session::{SessionId, Status};
 
@@ -54,9 +55,33 @@ pub struct SessionSummary {
     pub updated_at: String,
 }
 
-/// The columns a list selects, in [`SessionSummary`]'s order.
-pub(crate) const SUMMARY_COLUMNS: &str = "id, principal, organization, workflow, \
-    workflow_version, release, harness, status, step_index, revise_rounds, created_at, updated_at";
+/// Lists sessions on either backend with its spelling of the list query (6 values: status,
+/// workflow, organization, changed-since, each or null; limit; offset).
+pub(crate) async fn list<DB>(
+    pool: &Pool<DB>,
+    sql: &str,
+    query: &SessionQuery,
+) -> Result<Vec<SessionSummary>, super::StoreError>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'r> SummaryRow: FromRow<'r, DB::Row>,
+    SummaryRow: Send + Unpin,
+{
+    let rows: Vec<SummaryRow> = sqlx::query_as::<DB, SummaryRow>(sql)
+        .bind(query.status.map(|s| s.as_str()))
+        .bind(query.workflow.as_deref())
+        .bind(query.organization.as_deref())
+        .bind(query.changed_since.as_deref())
+        .bind(i64::from(query.limit.clamp(1, MAX_PAGE)))
+        .bind(i64::try_from(query.offset).unwrap_or(i64::MAX))
+        .fetch_all(pool)
+        .await?;
+    rows.into_iter().map(SessionSummary::try_from).collect()
+}
 
 /// A listed row as stored.
 #[derive(Debug, sqlx::FromRow)]

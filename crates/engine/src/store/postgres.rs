@@ -10,11 +10,10 @@ use sqlx::{
 };
 
 use super::{
-    AuditEntry, MAX_PAGE, Pruned, SessionQuery, SessionSummary, Store, StoreError, StoreErrorKind,
+    AuditEntry, Pruned, SessionQuery, SessionSummary, Store, StoreError, StoreErrorKind,
     cache::{SESSION_CACHE_CAPACITY, SessionCache},
     commit::{Apply, Committer, SessionRow, Write},
-    decode_codes, decode_operation, decode_outcome, decode_session,
-    listing::{SUMMARY_COLUMNS, SummaryRow},
+    decode_codes, decode_operation, decode_outcome, decode_session, listing,
     writes::{self, PruneStatements, Statements},
 };
 use crate::session::{Session, SessionId};
@@ -138,6 +137,13 @@ const PRUNE_STATEMENTS: PruneStatements = PruneStatements {
         WHERE status = 'completed' AND updated_at < $1 LIMIT $2) RETURNING id",
 };
 
+/// PostgreSQL's spelling of the session list (`listing::list`, columns as `SessionSummary`'s).
+const LIST_SESSIONS: &str = "SELECT id, principal, organization, workflow, workflow_version, \
+    release, harness, status, step_index, revise_rounds, created_at, updated_at FROM sessions \
+    WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR workflow = $2) \
+    AND ($3::text IS NULL OR organization = $3) AND ($4::text IS NULL OR updated_at >= $4) \
+    ORDER BY updated_at DESC, id LIMIT $5 OFFSET $6";
+
 #[async_trait]
 impl Apply for Transactions {
     async fn apply(&self, writes: &[&Write]) -> Result<Vec<bool>, StoreError> {
@@ -254,22 +260,7 @@ impl Store for PostgresStore {
     }
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionSummary>, StoreError> {
-        let sql = format!(
-            "SELECT {SUMMARY_COLUMNS} FROM sessions \
-             WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR workflow = $2) \
-             AND ($3::text IS NULL OR organization = $3) AND ($4::text IS NULL OR updated_at >= $4) \
-             ORDER BY updated_at DESC, id LIMIT $5 OFFSET $6"
-        );
-        let rows: Vec<SummaryRow> = sqlx::query_as(&sql)
-            .bind(query.status.map(|s| s.as_str()))
-            .bind(&query.workflow)
-            .bind(&query.organization)
-            .bind(&query.changed_since)
-            .bind(i64::from(query.limit.clamp(1, MAX_PAGE)))
-            .bind(i64::try_from(query.offset).unwrap_or(i64::MAX))
-            .fetch_all(&self.pool)
-            .await?;
-        rows.into_iter().map(SessionSummary::try_from).collect()
+        listing::list(&self.pool, LIST_SESSIONS, query).await
     }
 
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {

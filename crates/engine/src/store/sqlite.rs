@@ -13,11 +13,10 @@ use sqlx::{
 };
 
 use super::{
-    AuditEntry, MAX_PAGE, Pruned, SessionQuery, SessionSummary, Store, StoreError, StoreErrorKind,
+    AuditEntry, Pruned, SessionQuery, SessionSummary, Store, StoreError, StoreErrorKind,
     cache::{SESSION_CACHE_CAPACITY, SessionCache},
     commit::{Apply, Committer, SessionRow, Write},
-    decode_codes, decode_operation, decode_outcome, decode_session,
-    listing::{SUMMARY_COLUMNS, SummaryRow},
+    decode_codes, decode_operation, decode_outcome, decode_session, listing,
     writes::{self, PruneStatements, Statements},
 };
 use crate::session::{Session, SessionId};
@@ -200,6 +199,13 @@ const PRUNE_STATEMENTS: PruneStatements = PruneStatements {
         WHERE status = 'completed' AND updated_at < ? LIMIT ?) RETURNING id",
 };
 
+/// SQLite's spelling of the session list (`listing::list`, columns as `SessionSummary`'s).
+const LIST_SESSIONS: &str = "SELECT id, principal, organization, workflow, workflow_version, \
+    release, harness, status, step_index, revise_rounds, created_at, updated_at FROM sessions \
+    WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR workflow = ?2) \
+    AND (?3 IS NULL OR organization = ?3) AND (?4 IS NULL OR updated_at >= ?4) \
+    ORDER BY updated_at DESC, id LIMIT ?5 OFFSET ?6";
+
 #[async_trait]
 impl Apply for Transactions {
     async fn apply(&self, writes: &[&Write]) -> Result<Vec<bool>, StoreError> {
@@ -311,22 +317,7 @@ impl Store for SqliteStore {
     }
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionSummary>, StoreError> {
-        let sql = format!(
-            "SELECT {SUMMARY_COLUMNS} FROM sessions \
-             WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR workflow = ?2) \
-             AND (?3 IS NULL OR organization = ?3) AND (?4 IS NULL OR updated_at >= ?4) \
-             ORDER BY updated_at DESC, id LIMIT ?5 OFFSET ?6"
-        );
-        let rows: Vec<SummaryRow> = sqlx::query_as(&sql)
-            .bind(query.status.map(|s| s.as_str()))
-            .bind(&query.workflow)
-            .bind(&query.organization)
-            .bind(&query.changed_since)
-            .bind(i64::from(query.limit.clamp(1, MAX_PAGE)))
-            .bind(i64::try_from(query.offset).unwrap_or(i64::MAX))
-            .fetch_all(&self.pool)
-            .await?;
-        rows.into_iter().map(SessionSummary::try_from).collect()
+        listing::list(&self.pool, LIST_SESSIONS, query).await
     }
 
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {
