@@ -58,6 +58,9 @@ fn entry(session: &SessionId, at: &str) -> AuditEntry {
         attestation_sha256: None,
         reports_sha256: None,
         principal: None,
+        organization: None,
+        workflow: None,
+        judgement: None,
         at: at.into(),
     }
 }

@@ -109,8 +109,44 @@ pub struct AuditEntry {
     pub reports_sha256: Option<String>,
     /// The caller's subject, when auth is on.
     pub principal: Option<String>,
+    /// The caller's organization, when their credentials name one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub organization: Option<String>,
+    /// The workflow the call concerned, once it was resolved: the session's, or the one a
+    /// blocked start asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<WorkflowRef>,
+    /// The verdict on a step, for a submission that was judged (it advanced, completed or sent
+    /// the step back).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judgement: Option<Judgement>,
     /// RFC 3339 time.
     pub at: String,
+}
+
+/// A workflow id and version, as the audit log records them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkflowRef {
+    /// The workflow id.
+    pub id: String,
+    /// Its version.
+    pub version: String,
+}
+
+/// What the validators of one step decided on a submission: the facts the facilitator's
+/// aggregates are counted from (`docs/engine.md` §7.5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Judgement {
+    /// The judged step's id.
+    pub step: String,
+    /// Its index in the workflow.
+    pub step_index: u64,
+    /// The validators that failed it, sorted; empty when it passed.
+    pub failed: Vec<String>,
+    /// When it passed: seconds from entering the step to passing it, when the session knows
+    /// when it entered (sessions stored before this was recorded do not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<u64>,
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ mod session;
 pub mod store;
 mod view;
 
-pub use audit::{AuditEntry, Operation, Outcome};
+pub use audit::{AuditEntry, Judgement, Operation, Outcome, WorkflowRef};
 pub use bounds::{MAX_FORBIDDEN_PATHS, MAX_GLOB_BYTES, MAX_SCHEMA_ERROR_CHARS, MAX_SCHEMA_ERRORS};
 pub use checkpoint::{Checkpoint, CheckpointKey, MIN_SECRET_BYTES};
 pub use codes::{Code, Failure};
@@ -37,4 +37,7 @@ pub use releases::Releases;
 pub use reports::{MAX_REPORT_EXTRA_BYTES, MAX_REPORT_EXTRA_FIELDS};
 pub use request::*;
 pub use session::{Finding, HostBinding, Principal, Session, SessionId, Status};
-pub use store::{Pruned, SessionQuery, SessionSummary, Store, StoreError};
+pub use store::{
+    Pruned, SessionQuery, SessionSummary, StatsQuery, Store, StoreError, WorkflowCount,
+    WorkflowStats,
+};

@@ -243,6 +243,10 @@ pub struct Session {
     /// How many times a validator sent a step back for revision.
     #[serde(default)]
     pub revise_rounds: u32,
+    /// RFC 3339 time the active step was entered (the start, or the pass of the step before);
+    /// absent in sessions stored before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_entered_at: Option<String>,
     /// RFC 3339 time of creation.
     pub created_at: String,
     /// RFC 3339 time of the last change.
@@ -259,6 +263,14 @@ impl Session {
         let excess = self.retired_plans.len().saturating_sub(RETIRED_PLANS_KEPT);
         self.retired_plans.drain(..excess);
     }
+}
+
+/// Whole seconds from one RFC 3339 time to a later one, if both parse and are in order.
+pub(crate) fn seconds_between(from: &str, to: &str) -> Option<u64> {
+    let parse = |t: &str| {
+        time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+    };
+    u64::try_from((parse(to)? - parse(from)?).whole_seconds()).ok()
 }
 
 /// Current UTC time in RFC 3339 with second precision.

@@ -2,11 +2,13 @@
 //! append-only audit log, and server secrets. SQLite is the embedded default; PostgreSQL serves
 //! several replicas. Both run the same behavioural test suite.
 
+mod audit_log;
 mod cache;
 mod commit;
 mod listing;
 mod postgres;
 mod sqlite;
+mod stats;
 mod writes;
 
 use std::sync::Arc;
@@ -16,6 +18,10 @@ pub use cache::SESSION_CACHE_CAPACITY;
 pub use listing::{MAX_PAGE, SessionQuery, SessionSummary};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
+pub use stats::{
+    REFUSED_STARTS_LISTED, SessionCount, StatsQuery, StepJudgements, ValidatorFailures,
+    WorkflowCount, WorkflowStats,
+};
 
 pub use crate::audit::AuditEntry;
 use crate::{
@@ -119,6 +125,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// (`docs/engine.md` §7.4).
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionSummary>, StoreError>;
 
+    /// One workflow version's statistics, from indexed columns (`docs/engine.md` §7.5).
+    async fn workflow_stats(&self, query: &StatsQuery) -> Result<WorkflowStats, StoreError>;
+
+    /// The workflow versions with stored sessions, of one organization or of all.
+    async fn workflows(&self, organization: Option<&str>)
+    -> Result<Vec<WorkflowCount>, StoreError>;
+
     /// The audit entries of a session, oldest first.
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError>;
 
@@ -164,6 +177,10 @@ pub(crate) fn decode_session(text: &str) -> Result<Session, StoreError> {
 
 pub(crate) fn encode_codes(codes: &[Code]) -> String {
     serde_json::to_string(codes).expect("codes serialize")
+}
+
+pub(crate) fn encode_names(names: &[String]) -> String {
+    serde_json::to_string(names).expect("strings serialize")
 }
 
 pub(crate) fn decode_codes(text: &str) -> Result<Vec<Code>, StoreError> {

@@ -500,6 +500,14 @@ macro_rules! backend {
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn workflow_statistics_count_steps_validators_harnesses_and_refused_starts() {
+                let Some((store, _guard)) = ($store) else {
+                    return;
+                };
+                crate::facilitator::workflow_statistics_count_steps_validators_harnesses_and_refused_starts(store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn tampered_checkpoints_are_invalid() {
                 let Some((store, _guard)) = ($store) else {
                     return;

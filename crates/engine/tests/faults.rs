@@ -9,8 +9,8 @@ use std::{
 use async_trait::async_trait;
 use rimthan_engine::{ActiveStepRequest, Verdict};
 use rimthan_engine::{
-    AuditEntry, Pruned, Session, SessionId, SessionQuery, SessionSummary, Store, StoreError,
-    store::StoreErrorKind,
+    AuditEntry, Pruned, Session, SessionId, SessionQuery, SessionSummary, StatsQuery, Store,
+    StoreError, WorkflowCount, WorkflowStats, store::StoreErrorKind,
 };
 
 use crate::common::*;
@@ -80,6 +80,15 @@ impl Store for FailingStore {
     }
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionSummary>, StoreError> {
         self.inner.list_sessions(query).await
+    }
+    async fn workflow_stats(&self, query: &StatsQuery) -> Result<WorkflowStats, StoreError> {
+        self.inner.workflow_stats(query).await
+    }
+    async fn workflows(
+        &self,
+        organization: Option<&str>,
+    ) -> Result<Vec<WorkflowCount>, StoreError> {
+        self.inner.workflows(organization).await
     }
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {
         self.inner.audit_log(session).await

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::Engine;
 use crate::{
-    audit::{AuditEntry, Operation, Outcome},
+    audit::{AuditEntry, Operation, Outcome, WorkflowRef},
     codes::Failure,
     error::EngineError,
     payload::Rejected,
@@ -31,6 +31,12 @@ impl Engine {
             attestation_sha256: None,
             reports_sha256: None,
             principal: principal.map(|p| p.subject.clone()),
+            organization: principal.and_then(|p| p.organization.clone()),
+            workflow: session.map(|s| WorkflowRef {
+                id: s.workflow.to_string(),
+                version: s.workflow_version.to_string(),
+            }),
+            judgement: None,
             at: now_rfc3339(),
         }
     }

@@ -8,7 +8,7 @@ use super::{
     access::{access_denied, may_act},
 };
 use crate::{
-    audit::{Operation, Outcome},
+    audit::{Operation, Outcome, WorkflowRef},
     blockers::evaluate,
     codes::{Code, Failure},
     error::EngineError,
@@ -109,6 +109,10 @@ impl Engine {
             Err(blockers) => {
                 let mut audit = self.audit(TOOL, None, Outcome::Blocked, principal);
                 audit.codes = blockers.iter().map(|b| b.code).collect();
+                audit.workflow = Some(WorkflowRef {
+                    id: workflow.doc().id.to_string(),
+                    version: workflow.doc().version.to_string(),
+                });
                 self.store.append_audit(&audit).await?;
                 return Ok(StartResult::Blocked(Blocked {
                     status: BlockedTag::Tag,
@@ -137,6 +141,7 @@ impl Engine {
             reports: Default::default(),
             last_change: Some(change.clone()),
             revise_rounds: 0,
+            step_entered_at: Some(now.clone()),
             created_at: now.clone(),
             updated_at: now,
         };

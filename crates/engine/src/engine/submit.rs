@@ -3,13 +3,13 @@
 
 use super::{ChangeCall, Decision, Engine, Evidence, SERVER_NAME};
 use crate::{
-    audit::{Operation, Outcome},
+    audit::{Judgement, Operation, Outcome},
     codes::{Code, Failure},
     error::EngineError,
     payload::StepResult,
     reports::check_reports,
     request::{Report, SubmitRequest, Verdict},
-    session::{ChangeTool, Finding, Principal, Session, Status, now_rfc3339},
+    session::{ChangeTool, Finding, Principal, Session, Status, now_rfc3339, seconds_between},
     view::Pinned,
 };
 
@@ -76,7 +76,23 @@ impl Engine {
                 .iter()
                 .filter(|r| r.verdict == Verdict::Fail)
                 .collect();
+            let now = now_rfc3339();
+            let mut judgement = Judgement {
+                step: plan.step.to_string(),
+                step_index: session.step_index as u64,
+                failed: failing.iter().map(|r| r.validator_id.clone()).collect(),
+                seconds: None,
+            };
+            judgement.failed.sort();
+            judgement.failed.dedup();
             if failing.is_empty() {
+                let entered = match (&session.step_entered_at, session.step_index) {
+                    (Some(at), _) => Some(at.as_str()),
+                    (None, 0) => Some(session.created_at.as_str()),
+                    (None, _) => None,
+                };
+                judgement.seconds = entered.and_then(|at| seconds_between(at, &now));
+                next.step_entered_at = Some(now.clone());
                 next.ledger.extend(plan.outputs);
                 next.step_index += 1;
                 next.status = if next.step_index == pinned.workflow.steps().len() {
@@ -93,13 +109,14 @@ impl Engine {
             next.last_change = Some(change.clone());
             next.seq += 1;
             next.revision += 1;
-            next.updated_at = now_rfc3339();
+            next.updated_at = now;
             let answer = StepResult::Active(Box::new(pinned.active_payload(
                 &next,
                 &self.key,
                 SERVER_NAME,
             )));
             let mut audit = self.audit(TOOL, Some(&next), next.status.into(), principal);
+            audit.judgement = Some(judgement);
             evidence.apply(&mut audit);
             Ok(Decision::Change {
                 next: Box::new(next),

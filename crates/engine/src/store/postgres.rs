@@ -10,10 +10,12 @@ use sqlx::{
 };
 
 use super::{
-    AuditEntry, Pruned, SessionQuery, SessionSummary, Store, StoreError, StoreErrorKind,
+    AuditEntry, Pruned, SessionQuery, SessionSummary, StatsQuery, Store, StoreError,
+    StoreErrorKind, WorkflowCount, WorkflowStats, audit_log,
     cache::{SESSION_CACHE_CAPACITY, SessionCache},
     commit::{Apply, Committer, SessionRow, Write},
-    decode_codes, decode_operation, decode_outcome, decode_session, listing,
+    decode_session, listing,
+    stats::{self, StatsStatements},
     writes::{self, PruneStatements, Statements},
 };
 use crate::session::{Session, SessionId};
@@ -124,8 +126,9 @@ const STATEMENTS: Statements = Statements {
         status = $5, step_index = $6, revise_rounds = $7 WHERE id = $8 AND revision = $9 \
         RETURNING id",
     insert_audit: "INSERT INTO audit_log (session_id, seq, tool, outcome, codes, \
-        attestation_sha256, reports_sha256, principal, at) \
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        attestation_sha256, reports_sha256, principal, at, organization, workflow, \
+        workflow_version, step, step_index, failed, seconds) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
 };
 
 /// PostgreSQL's spelling of the retention statements.
@@ -138,6 +141,31 @@ const PRUNE_STATEMENTS: PruneStatements = PruneStatements {
 };
 
 /// PostgreSQL's spelling of the session list (`listing::list`, columns as `SessionSummary`'s).
+/// PostgreSQL's spelling of the statistics queries.
+const STATS: StatsStatements = StatsStatements {
+    sessions: "SELECT step_index, status, harness, count(*) AS sessions FROM sessions \
+        WHERE workflow = $1 AND workflow_version = $2 AND ($3::text IS NULL OR organization = $3) GROUP BY step_index, status, harness",
+    steps: "SELECT step_index, count(*) AS judged, \
+        sum(CASE WHEN outcome = 'revise' THEN 1 ELSE 0 END) AS revised, count(seconds) AS timed \
+        FROM audit_log WHERE step_index IS NOT NULL AND workflow = $1 AND workflow_version = $2 AND ($3::text IS NULL OR organization = $3) GROUP BY step_index ORDER BY step_index",
+    nth_seconds: "SELECT seconds FROM audit_log WHERE step_index IS NOT NULL AND workflow = $1 AND workflow_version = $2 AND ($3::text IS NULL OR organization = $3) \
+        AND step_index = $4 AND seconds IS NOT NULL ORDER BY seconds LIMIT 1 OFFSET $5",
+    failures: "SELECT a.step_index, f.value AS validator, count(*) AS failed FROM audit_log a \
+        CROSS JOIN LATERAL jsonb_array_elements_text(a.failed::jsonb) AS f(value) WHERE a.step_index IS NOT NULL AND a.workflow = $1 \
+        AND a.workflow_version = $2 AND ($3::text IS NULL OR a.organization = $3) AND a.outcome = 'revise' \
+        GROUP BY a.step_index, f.value ORDER BY a.step_index, f.value",
+    refused: "SELECT count(*) FROM audit_log WHERE tool = 'start_workflow' \
+        AND outcome = 'blocked' AND workflow = $1 AND workflow_version = $2 AND ($3::text IS NULL OR organization = $3)",
+    recent_refused: "SELECT * FROM audit_log WHERE tool = 'start_workflow' \
+        AND outcome = 'blocked' AND workflow = $1 AND workflow_version = $2 AND ($3::text IS NULL OR organization = $3) ORDER BY id DESC LIMIT $4",
+    workflows: "SELECT workflow, workflow_version, count(*) AS sessions, \
+        sum(CASE WHEN status = 'completed' THEN 1 ELSE 0 END) AS completed FROM sessions \
+        WHERE ($1::text IS NULL OR organization = $1) \
+        GROUP BY workflow, workflow_version ORDER BY workflow, workflow_version",
+};
+
+const AUDIT_LOG: &str = "SELECT * FROM audit_log WHERE session_id = $1 ORDER BY id";
+
 const LIST_SESSIONS: &str = "SELECT id, principal, organization, workflow, workflow_version, \
     release, harness, status, step_index, revise_rounds, created_at, updated_at FROM sessions \
     WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR workflow = $2) \
@@ -157,27 +185,6 @@ impl Apply for Transactions {
         tx.commit().await?;
         Ok(took)
     }
-}
-
-fn decode_audit(row: &sqlx::postgres::PgRow) -> Result<AuditEntry, StoreError> {
-    let session: Option<String> = row.try_get("session_id")?;
-    let seq: Option<i64> = row.try_get("seq")?;
-    Ok(AuditEntry {
-        session_id: session
-            .map(|s| {
-                s.parse()
-                    .map_err(|e| StoreError::new(StoreErrorKind::Corrupt, e))
-            })
-            .transpose()?,
-        seq: seq.map(|s| s as u64),
-        tool: decode_operation(&row.try_get::<String, _>("tool")?)?,
-        outcome: decode_outcome(&row.try_get::<String, _>("outcome")?)?,
-        codes: decode_codes(&row.try_get::<String, _>("codes")?)?,
-        attestation_sha256: row.try_get("attestation_sha256")?,
-        reports_sha256: row.try_get("reports_sha256")?,
-        principal: row.try_get("principal")?,
-        at: row.try_get("at")?,
-    })
 }
 
 #[async_trait]
@@ -263,12 +270,19 @@ impl Store for PostgresStore {
         listing::list(&self.pool, LIST_SESSIONS, query).await
     }
 
+    async fn workflow_stats(&self, query: &StatsQuery) -> Result<WorkflowStats, StoreError> {
+        stats::workflow_stats(&self.pool, &STATS, query).await
+    }
+
+    async fn workflows(
+        &self,
+        organization: Option<&str>,
+    ) -> Result<Vec<WorkflowCount>, StoreError> {
+        stats::workflows(&self.pool, &STATS, organization).await
+    }
+
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {
-        let rows = sqlx::query("SELECT * FROM audit_log WHERE session_id = $1 ORDER BY id")
-            .bind(session.as_str())
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(decode_audit).collect()
+        audit_log::of_session(&self.pool, AUDIT_LOG, session).await
     }
 
     async fn open_sessions(&self) -> Result<u64, StoreError> {

@@ -7,7 +7,7 @@ use super::{
     AuditEntry, PRUNE_BATCH, Pruned, StoreError,
     cache::SessionCache,
     commit::{SessionRow, Write},
-    encode_codes,
+    encode_codes, encode_names,
 };
 use crate::session::SessionId;
 
@@ -17,7 +17,8 @@ pub(crate) struct Statements {
     pub(crate) insert_session: &'static str,
     /// A compare-and-swap of a session row, returning its id when it swapped (9 values).
     pub(crate) update_session: &'static str,
-    /// An audit entry (9 values).
+    /// An audit entry (16 values, in [`AuditEntry`]'s order, its workflow and judgement
+    /// spread over columns).
     pub(crate) insert_audit: &'static str,
 }
 
@@ -125,9 +126,13 @@ where
     for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
 {
     let codes = encode_codes(&audit.codes);
+    let workflow = audit.workflow.as_ref();
+    let judgement = audit.judgement.as_ref();
+    let failed = judgement.map(|j| encode_names(&j.failed));
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     sqlx::query::<DB>(sql.insert_audit)
         .bind(audit.session_id.as_ref().map(SessionId::as_str))
-        .bind(audit.seq.map(|s| s as i64))
+        .bind(audit.seq.map(count))
         .bind(audit.tool.as_str())
         .bind(audit.outcome.as_str())
         .bind(codes.as_str())
@@ -135,6 +140,13 @@ where
         .bind(audit.reports_sha256.as_deref())
         .bind(audit.principal.as_deref())
         .bind(audit.at.as_str())
+        .bind(audit.organization.as_deref())
+        .bind(workflow.map(|w| w.id.as_str()))
+        .bind(workflow.map(|w| w.version.as_str()))
+        .bind(judgement.map(|j| j.step.as_str()))
+        .bind(judgement.map(|j| count(j.step_index)))
+        .bind(failed.as_deref())
+        .bind(judgement.and_then(|j| j.seconds).map(count))
         .execute(&mut *conn)
         .await?;
     Ok(())
