@@ -57,16 +57,6 @@ pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
     }
 }
 
-/// The time `ago` before now, spelled as the store spells times (RFC 3339, UTC, whole
-/// seconds), so it compares with stored times as text.
-pub(crate) fn rfc3339_ago(ago: time::Duration) -> String {
-    (time::OffsetDateTime::now_utc() - ago)
-        .replace_nanosecond(0)
-        .expect("0 ns is valid")
-        .format(&time::format_description::well_known::Rfc3339)
-        .expect("UTC times format")
-}
-
 /// An argument or input file the user must fix.
 #[derive(Debug)]
 pub(crate) struct InputError(pub(crate) String);

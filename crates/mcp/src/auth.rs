@@ -22,7 +22,10 @@ use rimthan_registry::Sha256Digest;
 use serde::Deserialize;
 use serde_json::json;
 
-pub use crate::credentials::Verifier;
+pub use crate::{
+    caller::{Caller, ClaimGrant, FacilitatorClaims, Sight},
+    credentials::Verifier,
+};
 
 /// The scope a caller needs for the workflow tools.
 pub const DEFAULT_SCOPE: &str = "rimthan:workflow";
@@ -76,6 +79,8 @@ pub struct JwtRules {
     pub audience: String,
     /// The claim that names the organization.
     pub organization_claim: String,
+    /// The claims that grant the facilitator role.
+    pub facilitator: FacilitatorClaims,
     /// Allowed algorithms, in order of preference for keys that declare none.
     pub algorithms: Vec<Algorithm>,
 }
@@ -204,6 +209,9 @@ struct TokenEntry {
     organization: Option<String>,
     #[serde(default)]
     scopes: Vec<String>,
+    /// Opens the facilitator's view: `organization` or `all`.
+    #[serde(default)]
+    facilitator: Option<Sight>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -215,8 +223,8 @@ struct TokenFile {
 /// What a credentials file holds, parsed and checked: how callers prove who they are.
 #[derive(Debug, Clone)]
 pub(crate) enum Credentials {
-    /// Hashed static tokens: sha256(token) → principal, organization, scopes.
-    Tokens(BTreeMap<Sha256Digest, (Principal, Vec<String>)>),
+    /// Hashed static tokens: sha256(token) → who it proves.
+    Tokens(BTreeMap<Sha256Digest, Caller>),
     /// JWTs signed by a key of the JWKS, judged by the rules.
     Jwt {
         /// The keys, each pinned to its algorithm.
@@ -227,7 +235,8 @@ pub(crate) enum Credentials {
 }
 
 impl Credentials {
-    /// Parses a token file: `{"tokens": [{"sha256", "principal", "organization", "scopes"}]}`.
+    /// Parses a token file: `{"tokens": [{"sha256", "principal", "organization", "scopes",
+    /// "facilitator"}]}`.
     pub(crate) fn tokens(text: &str) -> Result<Self, String> {
         let file: TokenFile = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let mut table = BTreeMap::new();
@@ -237,11 +246,15 @@ impl Credentials {
                     "tokens[{i}].sha256 must be the 64-hex sha256 of the token, never the token"
                 )
             })?;
-            let principal = Principal {
-                subject: entry.principal,
-                organization: entry.organization,
+            let caller = Caller {
+                principal: Principal {
+                    subject: entry.principal,
+                    organization: entry.organization,
+                },
+                scopes: entry.scopes,
+                facilitator: entry.facilitator,
             };
-            if table.insert(digest, (principal, entry.scopes)).is_some() {
+            if table.insert(digest, caller).is_some() {
                 return Err(format!("tokens[{i}] repeats a token hash"));
             }
         }
@@ -265,8 +278,8 @@ impl Credentials {
         }
     }
 
-    /// The principal and scopes a bearer token proves, or why not.
-    pub(crate) fn verify(&self, token: &str) -> Result<(Principal, Vec<String>), &'static str> {
+    /// Who a bearer token proves, or why not.
+    pub(crate) fn verify(&self, token: &str) -> Result<Caller, &'static str> {
         match self {
             Credentials::Tokens(table) => table
                 .get(&Sha256Digest::of(token.as_bytes()))
@@ -325,14 +338,14 @@ impl Credentials {
                     .get(&rules.organization_claim)
                     .and_then(|v| v.as_str())
                     .map(str::to_owned);
-                let scopes = scopes_of(&claims);
-                Ok((
-                    Principal {
+                Ok(Caller {
+                    principal: Principal {
                         subject,
                         organization,
                     },
-                    scopes,
-                ))
+                    scopes: scopes_of(&claims),
+                    facilitator: rules.facilitator.sight(&claims),
+                })
             }
         }
     }
@@ -437,7 +450,7 @@ fn split_url(url: &str) -> (&str, &str) {
 
 /// The token of an `Authorization: Bearer <token>` value; the scheme is case-insensitive
 /// (RFC 9110 §11.1).
-fn bearer_token(value: &str) -> Option<&str> {
+pub(crate) fn bearer_token(value: &str) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
@@ -462,14 +475,14 @@ pub async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: 
                 Some(reason),
             )
         }
-        Ok((_, scopes)) if !scopes.iter().any(|s| *s == auth.scope) => auth.challenge(
+        Ok(caller) if !caller.scopes.iter().any(|s| *s == auth.scope) => auth.challenge(
             StatusCode::FORBIDDEN,
             Some("insufficient_scope"),
             Some("the token lacks the required scope"),
         ),
-        Ok((principal, _)) => {
-            tracing::debug!(subject = %principal.subject, "authenticated");
-            request.extensions_mut().insert(principal);
+        Ok(caller) => {
+            tracing::debug!(subject = %caller.principal.subject, "authenticated");
+            request.extensions_mut().insert(caller.principal);
             next.run(request).await
         }
     }

@@ -14,10 +14,8 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use rimthan_engine::Principal;
-
 use crate::{
-    auth::{AuthConfigError, Credentials, JwtRules, UNKNOWN_SIGNING_KEY},
+    auth::{AuthConfigError, Caller, Credentials, JwtRules, UNKNOWN_SIGNING_KEY},
     oidc::OidcProvider,
 };
 
@@ -110,11 +108,8 @@ impl Verifier {
         }
     }
 
-    /// The principal and scopes a bearer token proves, or why not.
-    pub(crate) async fn verify(
-        &self,
-        token: &str,
-    ) -> Result<(Principal, Vec<String>), &'static str> {
+    /// Who a bearer token proves, or why not.
+    pub(crate) async fn verify(&self, token: &str) -> Result<Caller, &'static str> {
         match &self.0 {
             Source::File(file) => file.verify(token),
             Source::Oidc(provider) => provider.verify(token).await,
@@ -184,7 +179,7 @@ impl FileCredentials {
         loaded.credentials.clone()
     }
 
-    fn verify(&self, token: &str) -> Result<(Principal, Vec<String>), &'static str> {
+    fn verify(&self, token: &str) -> Result<Caller, &'static str> {
         match self.current(false).verify(token) {
             Err(UNKNOWN_SIGNING_KEY) => self.current(true).verify(token),
             done => done,

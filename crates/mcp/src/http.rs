@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use crate::{
+    admin,
     auth::{self, Auth},
     conn::{self, ConnectionLimits},
     framing,
@@ -53,6 +54,8 @@ pub struct HttpConfig {
     pub legacy_sessions: bool,
     /// Connection cap, timers and shutdown grace.
     pub connections: ConnectionLimits,
+    /// Who may open the facilitator's view at `/admin`; not served when none.
+    pub admin: Option<admin::Access>,
 }
 
 impl HttpConfig {
@@ -72,6 +75,7 @@ impl HttpConfig {
             max_sessions: 1000,
             legacy_sessions: false,
             connections: ConnectionLimits::default(),
+            admin: None,
         }
     }
 }
@@ -203,8 +207,8 @@ async fn request_id(mut request: Request, next: Next) -> Response {
     next.run(request).instrument(span).await
 }
 
-/// The application router: `/mcp`, `/healthz`, `/readyz`, `/metrics` and, with auth on, the
-/// protected-resource metadata.
+/// The application router: `/mcp`, `/healthz`, `/readyz`, `/metrics`, with auth on the
+/// protected-resource metadata, and `/admin` when configured.
 pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationToken) -> Router {
     let mcp_config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(config.allowed_hosts.clone())
@@ -230,7 +234,7 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
     let mut app = Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
-        .with_state(server)
+        .with_state(server.clone())
         .merge(ready);
     if let Some(auth) = &config.auth {
         mcp_routes = mcp_routes.layer(middleware::from_fn_with_state(auth.clone(), auth::require));
@@ -242,6 +246,13 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
                 &format!("/.well-known/oauth-protected-resource{MCP_PATH}"),
                 prm,
             );
+    }
+    if let Some(access) = &config.admin {
+        app = app.merge(admin::router(
+            server.engine().clone(),
+            access.clone(),
+            &config.allowed_hosts,
+        ));
     }
     let limits = BodyLimits {
         timeout: config.body_timeout,

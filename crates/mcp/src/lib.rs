@@ -9,8 +9,10 @@
 //! on both protocol revisions (2026-07-28 stateless and 2025-11-25 sessions); `rmcp`'s stdio
 //! transport serves it to a local harness.
 
+pub mod admin;
 pub mod auth;
 pub mod bootstrap;
+mod caller;
 mod catalogue;
 pub mod conn;
 mod credentials;

@@ -16,10 +16,9 @@ use std::{
 
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
-use rimthan_engine::Principal;
 use serde::Deserialize;
 
-use crate::auth::{AuthConfigError, Credentials, JwtRules, UNKNOWN_SIGNING_KEY};
+use crate::auth::{AuthConfigError, Caller, Credentials, JwtRules, UNKNOWN_SIGNING_KEY};
 
 /// The shortest gap between two fetches an unknown `kid` may cause.
 pub const REFETCH_INTERVAL: Duration = Duration::from_secs(10);
@@ -256,12 +255,9 @@ impl OidcProvider {
             .map_err(|_| format!("{url} did not answer within {}s", REQUEST_TIMEOUT.as_secs()))?
     }
 
-    /// The principal and scopes a bearer token proves, or why not. An unknown `kid` fetches
+    /// Who a bearer token proves, or why not. An unknown `kid` fetches
     /// the key set again first, unless that happened within [`REFETCH_INTERVAL`].
-    pub(crate) async fn verify(
-        &self,
-        token: &str,
-    ) -> Result<(Principal, Vec<String>), &'static str> {
+    pub(crate) async fn verify(&self, token: &str) -> Result<Caller, &'static str> {
         let current = self.read().credentials.clone();
         let Some(credentials) = current else {
             return Err("the identity provider's keys are not loaded");

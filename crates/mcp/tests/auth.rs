@@ -265,6 +265,7 @@ fn rules(issuer: &str, audience: &str) -> JwtRules {
         issuer: issuer.into(),
         audience: audience.into(),
         organization_claim: "org".into(),
+        facilitator: Default::default(),
         algorithms: DEFAULT_ALGORITHMS.to_vec(),
     }
 }

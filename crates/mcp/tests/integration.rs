@@ -1,5 +1,6 @@
 //! MCP surface behaviour tests: one binary, one module per concern.
 
+mod admin;
 mod arguments_fuzz;
 mod auth;
 mod bootstrap;

@@ -51,6 +51,7 @@ async fn main() {
                         target: Target::Url {
                             url: url.clone(),
                             protocol: Protocol::V2026_07_28,
+                            token: None,
                         },
                         project: project.path().to_owned(),
                         workflow: Some(workflow.clone()),
@@ -58,6 +59,7 @@ async fn main() {
                         resume: false,
                         fault: None,
                         revise: false,
+                        stop_after: None,
                     };
                     let summary = rimthan_stage::run(&config, &mut |_, _, _| {})
                         .await

@@ -15,7 +15,9 @@ use rmcp::{
         ReadResourceResult, Resource, ResourceContents, Tool,
     },
     service::{ClientLifecycleMode, ClientServiceExt, Peer, RunningService},
-    transport::StreamableHttpClientTransport,
+    transport::{
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
+    },
 };
 use serde_json::Value;
 use tokio::sync::Mutex;
@@ -171,8 +173,16 @@ pub(crate) async fn connect(target: &Target) -> Result<Client, StageError> {
 async fn connect_once(target: &Target) -> Result<Running, StageError> {
     let err = |e: &dyn std::fmt::Display| StageError::Connect(e.to_string());
     match target {
-        Target::Url { url, protocol } => {
-            let transport = StreamableHttpClientTransport::from_uri(url.clone());
+        Target::Url {
+            url,
+            protocol,
+            token,
+        } => {
+            let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
+            if let Some(token) = token {
+                config = config.auth_header(token.clone());
+            }
+            let transport = StreamableHttpClientTransport::from_config(config);
             match protocol {
                 Protocol::V2025_11_25 => ().serve(transport).await.map_err(|e| err(&e)),
                 Protocol::V2026_07_28 => ()

@@ -228,6 +228,9 @@ pub(crate) async fn drive(
         };
         on_step(&record, index, total);
         run.steps.push(record);
+        if config.stop_after.is_some_and(|n| run.steps.len() >= n) {
+            return Ok(run.stopped(&next));
+        }
         previous_checkpoint = Some(payload["checkpoint"].clone());
         payload = next;
     }
@@ -258,6 +261,17 @@ struct Run {
 }
 
 impl Run {
+    /// The summary of a run stopped before the session completed, as `payload` left it.
+    fn stopped(self, payload: &Value) -> Summary {
+        Summary {
+            session_id: self.session_id,
+            workflow: self.workflow,
+            status: payload["status"].as_str().unwrap_or("unknown").to_owned(),
+            steps: self.steps,
+            fault: None,
+        }
+    }
+
     fn faulted(self, payload: &Value, fault: Fault, codes: Vec<String>) -> Summary {
         Summary {
             session_id: self.session_id,

@@ -142,6 +142,8 @@ pub enum Target {
         url: String,
         /// The revision to speak.
         protocol: Protocol,
+        /// A bearer token, when the server authenticates callers.
+        token: Option<String>,
     },
     /// A server started in this process.
     InProcess {
@@ -173,6 +175,8 @@ pub struct StageConfig {
     pub fault: Option<Fault>,
     /// Make the first validator that runs fail once, so the step goes through `revise`.
     pub revise: bool,
+    /// Stop after this many report submissions, leaving the session where it stands.
+    pub stop_after: Option<usize>,
 }
 
 /// How a step went.

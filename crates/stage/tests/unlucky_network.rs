@@ -64,6 +64,7 @@ async fn sessions_survive_an_unlucky_network(store: Arc<dyn Store>, seed: u64) {
                     target: Target::Url {
                         url,
                         protocol: [Protocol::V2026_07_28, Protocol::V2025_11_25][i / 2 % 2],
+                        token: None,
                     },
                     project,
                     workflow: Some(
@@ -75,6 +76,7 @@ async fn sessions_survive_an_unlucky_network(store: Arc<dyn Store>, seed: u64) {
                     resume: false,
                     fault: None,
                     revise: false,
+                    stop_after: None,
                 };
                 rimthan_stage::run(&config, &mut |_, _, _| {}).await
             })

@@ -6,10 +6,13 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use clap::Args;
-use rimthan_engine::{Engine, Releases};
+use rimthan_engine::{Engine, Releases, store::Age};
 use rimthan_mcp::{
     Profile, RimthanServer,
-    auth::{Algorithm, Auth, DEFAULT_ALGORITHMS, JwtRules, Verifier},
+    admin::Access,
+    auth::{
+        Algorithm, Auth, ClaimGrant, DEFAULT_ALGORITHMS, FacilitatorClaims, JwtRules, Verifier,
+    },
     conn::ConnectionLimits,
     http::{self, HttpConfig, MCP_PATH},
     oidc::OidcProvider,
@@ -106,6 +109,14 @@ pub(crate) struct ServeArgs {
         default_value = "RS256,ES256,ES384,EdDSA,PS256,RS384,RS512,PS384,PS512"
     )]
     jwt_algorithms: Vec<String>,
+    /// With --auth jwt or oidc: a claim and value (CLAIM=VALUE) that open /admin to the
+    /// subject, for its own organization's sessions.
+    #[arg(long, env = "RIMTHAN_FACILITATOR_CLAIM")]
+    facilitator_claim: Option<String>,
+    /// With --auth jwt or oidc: a claim and value (CLAIM=VALUE) that open /admin to the
+    /// subject, for every organization's sessions.
+    #[arg(long, env = "RIMTHAN_FACILITATOR_ALL_CLAIM")]
+    facilitator_all_claim: Option<String>,
     /// The scope callers need.
     #[arg(long, env = "RIMTHAN_REQUIRED_SCOPE", default_value = rimthan_mcp::auth::DEFAULT_SCOPE)]
     required_scope: String,
@@ -131,12 +142,12 @@ const RETENTION_INTERVAL: Duration = Duration::from_secs(3600);
 /// Runs retention now and every [`RETENTION_INTERVAL`] (`docs/engine.md` §7.3); a failed pass is
 /// logged and retried at the next one.
 fn retain(store: Arc<dyn rimthan_engine::Store>, days: u32) {
-    let keep = time::Duration::days(days.into());
+    let keep = Age::days(days);
     tokio::spawn(async move {
         let mut ticks = tokio::time::interval(RETENTION_INTERVAL);
         loop {
             ticks.tick().await;
-            let before = super::rfc3339_ago(keep);
+            let before = keep.cutoff();
             match store.prune(&before).await {
                 Ok(pruned) => tracing::info!(
                     %before,
@@ -256,6 +267,14 @@ impl ServeArgs {
                 idle_timeout: Duration::from_secs(self.idle_timeout),
                 shutdown_grace: Duration::from_secs(self.shutdown_grace),
             };
+            config.admin = match &auth {
+                Some(auth) => Some(Access::Facilitators(auth.clone())),
+                None if self.listen.ip().is_loopback() => Some(Access::Loopback),
+                None => {
+                    tracing::warn!("/admin is off: without authentication the facilitator's view is served only on a loopback address");
+                    None
+                }
+            };
             config.auth = auth;
             if !self.allowed_hosts.is_empty() {
                 config.allowed_hosts = self.allowed_hosts.clone();
@@ -268,6 +287,11 @@ impl ServeArgs {
             }
             let listener = http::bind(self.listen).await.with_context(|| format!("cannot listen on {}", self.listen))?;
             tracing::info!(%profile, url = %format!("http://{}{MCP_PATH}", listener.local_addr()?), max_connections = config.connections.effective_max_connections(), "serving Streamable HTTP");
+            match &config.admin {
+                Some(Access::Loopback) => tracing::info!(url = %format!("http://{}/admin", listener.local_addr()?), "facilitator's view without authentication, on loopback only"),
+                Some(Access::Facilitators(_)) => tracing::info!(url = %format!("http://{}/admin", listener.local_addr()?), "facilitator's view, for facilitator tokens"),
+                None => {}
+            }
             http::serve(listener, server, &config, shutdown_signal()).await?;
             tracing::info!("stopped");
             anyhow::Ok(())
@@ -292,10 +316,23 @@ impl ServeArgs {
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let grant = |flag: &str, value: &Option<String>| {
+            value
+                .as_deref()
+                .map(|v| {
+                    v.parse::<ClaimGrant>()
+                        .map_err(|e| InputError(format!("{flag}: {e}")))
+                })
+                .transpose()
+        };
         Ok(JwtRules {
             issuer,
             audience: audience.to_owned(),
             organization_claim: self.jwt_organization_claim.clone(),
+            facilitator: FacilitatorClaims {
+                organization: grant("--facilitator-claim", &self.facilitator_claim)?,
+                all: grant("--facilitator-all-claim", &self.facilitator_all_claim)?,
+            },
             algorithms,
         })
     }

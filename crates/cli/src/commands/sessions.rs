@@ -5,7 +5,10 @@ use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use rimthan_engine::{SessionQuery, SessionSummary, Status, Store, store::MAX_PAGE};
+use rimthan_engine::{
+    SessionQuery, Status, Store,
+    store::{Age, MAX_PAGE},
+};
 use rimthan_registry::{
     RegistryFiles, VerifiedRegistry, external_policy, verify_embedded, verify_registry,
 };
@@ -100,50 +103,6 @@ impl StoreArgs {
     }
 }
 
-/// How many steps a session's workflow has, when the registry still holds its release.
-fn steps(registry: &VerifiedRegistry, session: &SessionSummary) -> Option<usize> {
-    let release = registry.release(&session.release.parse().ok()?)?;
-    let workflow = release.workflow(
-        &session.workflow.parse().ok()?,
-        &session.workflow_version.parse().ok()?,
-    )?;
-    Some(workflow.steps().len())
-}
-
-/// Where a session stands, as `2/4`: the active step's number, or all of them once completed.
-fn position(session: &SessionSummary, steps: Option<usize>) -> String {
-    let total = steps.map_or_else(|| "?".to_owned(), |n| n.to_string());
-    let at = match session.status {
-        Status::Completed => steps.map_or(session.step_index, |n| n as u64),
-        _ => session.step_index + 1,
-    };
-    format!("{at}/{total}")
-}
-
-/// `30m`, `12h` or `7d`, as a duration.
-fn parse_since(text: &str) -> Result<time::Duration, InputError> {
-    let invalid = || {
-        InputError(format!(
-            "--since {:?}: give a number and a unit, as 30m, 12h or 7d",
-            text.chars().take(32).collect::<String>()
-        ))
-    };
-    let Some((last, _)) = text.char_indices().last() else {
-        return Err(invalid());
-    };
-    let (number, unit) = text.split_at(last);
-    let n: i64 = number.parse().map_err(|_| invalid())?;
-    if !(1..=100_000).contains(&n) {
-        return Err(invalid());
-    }
-    match unit {
-        "m" => Ok(time::Duration::minutes(n)),
-        "h" => Ok(time::Duration::hours(n)),
-        "d" => Ok(time::Duration::days(n)),
-        _ => Err(invalid()),
-    }
-}
-
 impl ListArgs {
     fn query(&self) -> Result<SessionQuery, InputError> {
         let status = match &self.status {
@@ -166,7 +125,12 @@ impl ListArgs {
         }
         let changed_since = match &self.since {
             None => None,
-            Some(since) => Some(super::rfc3339_ago(parse_since(since)?)),
+            Some(since) => Some(
+                since
+                    .parse::<Age>()
+                    .map_err(|e| InputError(format!("--since {e}")))?
+                    .cutoff(),
+            ),
         };
         Ok(SessionQuery {
             status,
@@ -187,7 +151,7 @@ impl ListArgs {
                 .iter()
                 .map(|s| {
                     let mut row = serde_json::to_value(s).expect("summaries serialize");
-                    row["steps"] = json!(steps(&registry, s));
+                    row["steps"] = json!(s.steps(&registry));
                     row
                 })
                 .collect();
@@ -218,7 +182,7 @@ impl ListArgs {
                 s.organization.as_deref().unwrap_or("-"),
                 format!("{}@{}", s.workflow, s.workflow_version),
                 s.harness,
-                position(s, steps(&registry, s)),
+                s.position(s.steps(&registry)),
                 s.status.as_str(),
                 s.revise_rounds,
                 s.created_at,

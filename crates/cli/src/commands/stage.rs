@@ -37,6 +37,13 @@ pub(crate) struct StageArgs {
     /// Make the first validator that runs fail once, so its step goes through `revise`.
     #[arg(long)]
     revise: bool,
+    /// Stop after this many report submissions, leaving the session where it stands (with
+    /// --revise and 1, in `revise`).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    stop_after: Option<u32>,
+    /// A bearer token for a server at --url that authenticates callers.
+    #[arg(long, env = "RIMTHAN_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     /// The project folder to work in (created if absent).
     #[arg(long)]
     project: PathBuf,
@@ -104,11 +111,22 @@ impl StageArgs {
             )
             .into());
         }
+        if self.url.is_none() && self.token.is_some() {
+            return Err(InputError(
+                "--token is for a server at --url; the in-process server authenticates no one"
+                    .into(),
+            )
+            .into());
+        }
         let project_existed = self.project.exists();
         let state_dir = self.project.join(".rimthan");
         let state_existed = state_dir.exists();
         let target = match self.url {
-            Some(url) => Target::Url { url, protocol },
+            Some(url) => Target::Url {
+                url,
+                protocol,
+                token: self.token,
+            },
             None => {
                 std::fs::create_dir_all(&state_dir)?;
                 let url = self.database_url.unwrap_or_else(|| {
@@ -130,6 +148,7 @@ impl StageArgs {
             resume: self.resume,
             fault,
             revise: self.revise,
+            stop_after: self.stop_after.map(|n| n as usize),
         };
         let bar = std::io::stderr().is_terminal();
         let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -1,10 +1,61 @@
 //! What a facilitator reads: sessions listed from their indexed columns, most recently changed
 //! first, without decoding any session's state (`docs/engine.md` §7.4).
 
+use std::str::FromStr;
+
+use rimthan_registry::VerifiedRegistry;
 use serde::Serialize;
 use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Type};
 
 use crate::session::{SessionId, Status};
+
+/// How far back a listing looks, written `30m`, `12h` or `7d` (1 to 100,000 of the unit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Age(time::Duration);
+
+impl FromStr for Age {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let invalid = || {
+            format!(
+                "{:?}: give a number and a unit, as 30m, 12h or 7d",
+                text.chars().take(32).collect::<String>()
+            )
+        };
+        let Some((last, _)) = text.char_indices().last() else {
+            return Err(invalid());
+        };
+        let (number, unit) = text.split_at(last);
+        let n: i64 = number.parse().map_err(|_| invalid())?;
+        if !(1..=100_000).contains(&n) {
+            return Err(invalid());
+        }
+        match unit {
+            "m" => Ok(Age(time::Duration::minutes(n))),
+            "h" => Ok(Age(time::Duration::hours(n))),
+            "d" => Ok(Age(time::Duration::days(n))),
+            _ => Err(invalid()),
+        }
+    }
+}
+
+impl Age {
+    /// `days` days.
+    pub fn days(days: u32) -> Self {
+        Age(time::Duration::days(days.into()))
+    }
+
+    /// The time this long ago, spelled as the store spells times (RFC 3339, UTC, whole
+    /// seconds), so it compares with stored times as text.
+    pub fn cutoff(self) -> String {
+        (time::OffsetDateTime::now_utc() - self.0)
+            .replace_nanosecond(0)
+            .expect("0 ns is valid")
+            .format(&time::format_description::well_known::Rfc3339)
+            .expect("UTC times format")
+    }
+}
 
 /// Sessions one page lists at most.
 pub const MAX_PAGE: u32 = 1000;
@@ -53,6 +104,29 @@ pub struct SessionSummary {
     pub created_at: String,
     /// RFC 3339 time of the last change.
     pub updated_at: String,
+}
+
+impl SessionSummary {
+    /// How many steps the session's workflow has, when `registry` still holds its release.
+    pub fn steps(&self, registry: &VerifiedRegistry) -> Option<usize> {
+        let release = registry.release(&self.release.parse().ok()?)?;
+        let workflow = release.workflow(
+            &self.workflow.parse().ok()?,
+            &self.workflow_version.parse().ok()?,
+        )?;
+        Some(workflow.steps().len())
+    }
+
+    /// Where the session stands, as `2/4`: the active step's number, or all of them once
+    /// completed; `?` for a count `steps` does not know.
+    pub fn position(&self, steps: Option<usize>) -> String {
+        let total = steps.map_or_else(|| "?".to_owned(), |n| n.to_string());
+        let at = match self.status {
+            Status::Completed => steps.map_or(self.step_index, |n| n as u64),
+            _ => self.step_index + 1,
+        };
+        format!("{at}/{total}")
+    }
 }
 
 /// Lists sessions on either backend with its spelling of the list query (6 values: status,

@@ -1,0 +1,536 @@
+//! The facilitator's view at `/admin` (`docs/operations/facilitator.md`): who started, who
+//! stands where, what validators sent back, how long steps take — server-rendered HTML with
+//! inline SVG charts, read from the store's indexed columns, never written.
+//!
+//! Only facilitators open it: a token file entry or a JWT claim grants the role, and a
+//! facilitator sees their own organization's sessions unless granted all. Without
+//! authentication it is served only when the server listens on loopback.
+
+mod charts;
+mod pages;
+
+use std::sync::Arc;
+
+use axum::{
+    Extension, Form, Router,
+    extract::{Path, Query, Request, State},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+    middleware::{self, Next},
+    response::{IntoResponse, Redirect, Response},
+    routing::get,
+};
+use rimthan_engine::{
+    Engine, SessionId, SessionQuery, StatsQuery, Status,
+    store::{Age, StoreError},
+};
+use serde::Deserialize;
+
+use crate::auth::{self, Auth, Sight};
+
+/// Sessions one list page shows.
+pub const PAGE_ROWS: u32 = 50;
+
+/// Longest filter or path value accepted, in bytes.
+pub const MAX_FIELD_BYTES: usize = 128;
+
+/// The cookie the login form sets: the facilitator's bearer token, sent back only to `/admin`.
+const COOKIE: &str = "rimthan_admin";
+
+/// Who may open the view.
+#[derive(Debug, Clone)]
+pub enum Access {
+    /// No authentication: the server listens on loopback only, so whoever reaches it is local.
+    Loopback,
+    /// Facilitators proven by the server's credentials.
+    Facilitators(Arc<Auth>),
+}
+
+/// Who is looking, and what they may see.
+#[derive(Debug, Clone)]
+pub(crate) struct Viewer {
+    /// The facilitator's subject; none without authentication.
+    subject: Option<String>,
+    /// Their organization, when they see only its sessions.
+    organization: Option<String>,
+}
+
+impl Viewer {
+    /// The organization every query is held to, if any.
+    fn scope(&self) -> Option<&str> {
+        self.organization.as_deref()
+    }
+}
+
+/// A page that could not be served, as the person asking should read it.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    status: StatusCode,
+    title: &'static str,
+    message: String,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, title: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            title,
+            message: message.into(),
+        }
+    }
+
+    fn bad_input(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "This filter does not parse",
+            message,
+        )
+    }
+
+    fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "Not found", message)
+    }
+}
+
+impl From<StoreError> for Refusal {
+    fn from(e: StoreError) -> Self {
+        tracing::error!(error = %e, "the facilitator's view could not read the store");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The store did not answer",
+            "The server could not read its store; try again, and see its log if this persists.",
+        )
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let login = self.status == StatusCode::UNAUTHORIZED;
+        page(
+            self.status,
+            pages::refusal(self.title, &self.message, login),
+        )
+    }
+}
+
+/// An HTML answer with headers that keep it out of caches and frames and forbid any script.
+fn page(status: StatusCode, markup: maud::Markup) -> Response {
+    let mut response = (status, axum::response::Html(markup.into_string())).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; \
+             frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
+}
+
+#[derive(Clone)]
+struct AdminState {
+    engine: Arc<Engine>,
+    access: Access,
+}
+
+/// Who may look, and the `Host` values the view answers to.
+#[derive(Debug, Clone)]
+struct Gate {
+    access: Access,
+    allowed_hosts: Arc<[String]>,
+}
+
+/// The `/admin` routes. They answer only requests whose `Host` is in `allowed_hosts` (as
+/// `/mcp` does), so a page elsewhere cannot read them through a rebound DNS name.
+pub fn router(engine: Arc<Engine>, access: Access, allowed_hosts: &[String]) -> Router {
+    let state = AdminState {
+        engine,
+        access: access.clone(),
+    };
+    let gate = Gate {
+        access: access.clone(),
+        allowed_hosts: allowed_hosts.into(),
+    };
+    let guarded = Router::new()
+        .route("/admin", get(list))
+        .route("/admin/sessions/{id}", get(session))
+        .route("/admin/workflows/{id}/{version}", get(workflow))
+        .route_layer(middleware::from_fn_with_state(gate.clone(), admit))
+        .with_state(state.clone());
+    let routes = match access {
+        Access::Loopback => guarded,
+        Access::Facilitators(_) => guarded.merge(
+            Router::new()
+                .route("/admin/login", get(login_form).post(login))
+                .with_state(state),
+        ),
+    };
+    routes.route_layer(middleware::from_fn_with_state(gate, check_host))
+}
+
+/// Whether a `Host` value is allowed: listed as is, or its host part listed without a port.
+fn host_allowed(allowed: &[String], host: &str) -> bool {
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    allowed
+        .iter()
+        .any(|a| a.eq_ignore_ascii_case(host) || a.eq_ignore_ascii_case(name))
+}
+
+async fn check_host(State(gate): State<Gate>, request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !host_allowed(&gate.allowed_hosts, host) {
+        return Refusal::new(
+            StatusCode::FORBIDDEN,
+            "Unknown host",
+            "This server does not answer to this host name.",
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// The bearer token of the request: its `Authorization` header, or the login cookie.
+fn presented_token(headers: &HeaderMap) -> Option<&str> {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(auth::bearer_token);
+    bearer.or_else(|| {
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .find_map(|pair| pair.trim().strip_prefix(COOKIE)?.strip_prefix('='))
+            .filter(|t| !t.is_empty())
+    })
+}
+
+/// Who a token proves, as a viewer, or the refusal.
+async fn viewer_of(auth: &Auth, token: Option<&str>) -> Result<Viewer, Refusal> {
+    let Some(token) = token else {
+        return Err(Refusal::new(
+            StatusCode::UNAUTHORIZED,
+            "Sign in to see this",
+            "The facilitator's view needs a facilitator's token.",
+        ));
+    };
+    let caller = auth.verifier.verify(token).await.map_err(|reason| {
+        tracing::info!(reason, "facilitator token refused");
+        Refusal::new(
+            StatusCode::UNAUTHORIZED,
+            "This token was refused",
+            format!("The server refused the token: {reason}."),
+        )
+    })?;
+    let forbidden = |message: &str| {
+        Refusal::new(
+            StatusCode::FORBIDDEN,
+            "Facilitators only",
+            message.to_owned(),
+        )
+    };
+    match caller.facilitator {
+        None => Err(forbidden(
+            "This token belongs to a participant. The facilitator's view opens only to a token \
+             or identity granted the facilitator role.",
+        )),
+        Some(Sight::All) => Ok(Viewer {
+            subject: Some(caller.principal.subject),
+            organization: None,
+        }),
+        Some(Sight::Organization) => match caller.principal.organization {
+            Some(organization) => Ok(Viewer {
+                subject: Some(caller.principal.subject),
+                organization: Some(organization),
+            }),
+            None => Err(forbidden(
+                "This facilitator sees one organization's sessions, but the token names no \
+                 organization.",
+            )),
+        },
+    }
+}
+
+/// Lets a facilitator through with who they are, or answers the refusal page.
+async fn admit(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
+    let viewer = match &gate.access {
+        Access::Loopback => Viewer {
+            subject: None,
+            organization: None,
+        },
+        Access::Facilitators(auth) => {
+            match viewer_of(auth, presented_token(request.headers())).await {
+                Ok(viewer) => viewer,
+                Err(refusal) => return refusal.into_response(),
+            }
+        }
+    };
+    request.extensions_mut().insert(viewer);
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_allowed;
+
+    #[test]
+    fn hosts_match_with_or_without_their_port() {
+        let allowed = [
+            "localhost".to_owned(),
+            "mcp.example.com:8443".to_owned(),
+            "[::1]".to_owned(),
+        ];
+        assert!(host_allowed(&allowed, "localhost"));
+        assert!(host_allowed(&allowed, "localhost:8787"));
+        assert!(host_allowed(&allowed, "mcp.example.com:8443"));
+        assert!(host_allowed(&allowed, "[::1]:8787"));
+        assert!(!host_allowed(&allowed, "mcp.example.com"));
+        assert!(!host_allowed(&allowed, "evil.example"));
+        assert!(!host_allowed(&allowed, "localhost.evil.example:80"));
+        assert!(!host_allowed(&allowed, ""));
+    }
+}
+
+fn bounded<'a>(name: &str, value: &'a str) -> Result<&'a str, Refusal> {
+    if value.len() > MAX_FIELD_BYTES {
+        return Err(Refusal::bad_input(format!(
+            "{name} is longer than {MAX_FIELD_BYTES} bytes."
+        )));
+    }
+    Ok(value)
+}
+
+/// The list page's filters, as typed in the form; empty fields mean no filter.
+#[derive(Debug, Default, Deserialize)]
+struct ListForm {
+    status: Option<String>,
+    workflow: Option<String>,
+    organization: Option<String>,
+    since: Option<String>,
+    page: Option<String>,
+}
+
+/// The list page's filters, parsed.
+#[derive(Debug, Default)]
+pub(crate) struct Filters {
+    status: Option<Status>,
+    workflow: Option<String>,
+    organization: Option<String>,
+    since: Option<String>,
+    page: u64,
+}
+
+impl ListForm {
+    fn parse(self, viewer: &Viewer) -> Result<(Filters, SessionQuery), Refusal> {
+        let given = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
+        let status = match given(self.status) {
+            None => None,
+            Some(s) => Some(Status::from_wire(bounded("status", &s)?).ok_or_else(|| {
+                Refusal::bad_input("status must be active, revise or completed.")
+            })?),
+        };
+        let workflow = given(self.workflow);
+        if let Some(w) = &workflow {
+            bounded("workflow", w)?;
+        }
+        let organization = match viewer.scope() {
+            Some(own) => Some(own.to_owned()),
+            None => given(self.organization),
+        };
+        if let Some(o) = &organization {
+            bounded("organization", o)?;
+        }
+        let since = given(self.since);
+        let changed_since = match &since {
+            None => None,
+            Some(s) => Some(
+                bounded("since", s)?
+                    .parse::<Age>()
+                    .map_err(|e| Refusal::bad_input(format!("since {e}.")))?
+                    .cutoff(),
+            ),
+        };
+        let page = match given(self.page) {
+            None => 1,
+            Some(p) => p
+                .parse::<u64>()
+                .ok()
+                .filter(|p| (1..=1_000_000).contains(p))
+                .ok_or_else(|| Refusal::bad_input("page must be a number from 1."))?,
+        };
+        let query = SessionQuery {
+            status,
+            workflow: workflow.clone(),
+            organization: organization.clone(),
+            changed_since,
+            limit: PAGE_ROWS,
+            offset: (page - 1) * u64::from(PAGE_ROWS),
+        };
+        let filters = Filters {
+            status,
+            workflow,
+            organization,
+            since,
+            page,
+        };
+        Ok((filters, query))
+    }
+}
+
+async fn list(
+    State(state): State<AdminState>,
+    Extension(viewer): Extension<Viewer>,
+    Query(form): Query<ListForm>,
+) -> Result<Response, Refusal> {
+    let (filters, query) = form.parse(&viewer)?;
+    let store = state.engine.store();
+    let sessions = store.list_sessions(&query).await?;
+    if sessions.is_empty() && filters.page > 1 {
+        return Err(Refusal::not_found(format!(
+            "Page {} is past the end of this list.",
+            filters.page
+        )));
+    }
+    let workflows = store.workflows(viewer.scope()).await?;
+    let registry = state.engine.releases().snapshot();
+    let rows: Vec<_> = sessions
+        .into_iter()
+        .map(|s| {
+            let steps = s.steps(&registry);
+            (s, steps)
+        })
+        .collect();
+    Ok(page(
+        StatusCode::OK,
+        pages::list(&state.access, &viewer, &filters, &rows, &workflows),
+    ))
+}
+
+async fn session(
+    State(state): State<AdminState>,
+    Extension(viewer): Extension<Viewer>,
+    Path(id): Path<String>,
+) -> Result<Response, Refusal> {
+    let unknown = || Refusal::not_found("There is no session with this id.");
+    let id: SessionId = bounded("session id", &id)?.parse().map_err(|_| unknown())?;
+    let store = state.engine.store();
+    let session = store.load_session(&id).await?.ok_or_else(unknown)?;
+    let owner = session
+        .principal
+        .as_ref()
+        .and_then(|p| p.organization.as_deref());
+    if viewer.scope().is_some() && viewer.scope() != owner {
+        return Err(unknown());
+    }
+    let timeline = store.audit_log(&id).await?;
+    let registry = state.engine.releases().snapshot();
+    let steps: Vec<String> = registry
+        .release(&session.release)
+        .and_then(|r| r.workflow(&session.workflow, &session.workflow_version))
+        .map(|w| w.steps().iter().map(|s| s.doc().id.to_string()).collect())
+        .unwrap_or_default();
+    Ok(page(
+        StatusCode::OK,
+        pages::session(&state.access, &viewer, &session, &steps, &timeline),
+    ))
+}
+
+async fn workflow(
+    State(state): State<AdminState>,
+    Extension(viewer): Extension<Viewer>,
+    Path((id, version)): Path<(String, String)>,
+) -> Result<Response, Refusal> {
+    let query = StatsQuery {
+        workflow: bounded("workflow", &id)?.to_owned(),
+        workflow_version: bounded("version", &version)?.to_owned(),
+        organization: viewer.scope().map(str::to_owned),
+    };
+    let stats = state.engine.store().workflow_stats(&query).await?;
+    let registry = state.engine.releases().snapshot();
+    let parsed = id.parse().ok().zip(version.parse().ok());
+    let steps: Option<Vec<String>> = parsed.and_then(|(id, version)| {
+        registry
+            .releases()
+            .values()
+            .find_map(|r| r.workflow(&id, &version))
+            .map(|w| w.steps().iter().map(|s| s.doc().id.to_string()).collect())
+    });
+    if steps.is_none() && stats.sessions.is_empty() && stats.refused_starts == 0 {
+        return Err(Refusal::not_found(
+            "No release this server holds has this workflow version, and no session used it.",
+        ));
+    }
+    // A version no release holds any more is drawn with as many steps as sessions reached.
+    let steps = steps.unwrap_or_else(|| {
+        let seen = stats
+            .sessions
+            .iter()
+            .map(|c| c.step_index)
+            .max()
+            .unwrap_or(0);
+        (1..=seen).map(|i| format!("step {i}")).collect()
+    });
+    Ok(page(
+        StatusCode::OK,
+        pages::workflow(&state.access, &viewer, &query, &steps, &stats),
+    ))
+}
+
+async fn login_form(State(state): State<AdminState>) -> Response {
+    page(StatusCode::OK, pages::login(&state.access, None))
+}
+
+#[derive(Debug, Deserialize)]
+struct LoginForm {
+    token: String,
+}
+
+/// Checks the token before setting it as a cookie, so a wrong one is told at once.
+async fn login(State(state): State<AdminState>, Form(form): Form<LoginForm>) -> Response {
+    let Access::Facilitators(auth) = &state.access else {
+        return Redirect::to("/admin").into_response();
+    };
+    let token = form.token.trim();
+    if let Err(refusal) = viewer_of(auth, Some(token)).await {
+        return page(
+            refusal.status,
+            pages::login(&state.access, Some(&refusal.message)),
+        );
+    }
+    let secure = if auth.resource.starts_with("https://") {
+        "; Secure"
+    } else {
+        ""
+    };
+    let cookie = format!("{COOKIE}={token}; Path=/admin; HttpOnly; SameSite=Strict{secure}");
+    let mut response = Redirect::to("/admin").into_response();
+    match HeaderValue::from_str(&cookie) {
+        Ok(value) => {
+            response.headers_mut().insert(header::SET_COOKIE, value);
+            response
+        }
+        Err(_) => page(
+            StatusCode::BAD_REQUEST,
+            pages::login(
+                &state.access,
+                Some("A token is printable text without spaces."),
+            ),
+        ),
+    }
+}

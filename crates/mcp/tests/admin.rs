@@ -1,0 +1,186 @@
+//! The facilitator's view at `/admin` over real HTTP: who may open it, what each facilitator
+//! sees, escaping, bad input, the Host allow-list and the loopback rule
+//! (`docs/operations/facilitator.md` §3). The browser-driven test is `e2e/admin`.
+
+use std::sync::Arc;
+
+use rimthan_mcp::{
+    Profile,
+    admin::Access,
+    auth::{Auth, Verifier},
+};
+use rmcp::{
+    ServiceExt,
+    transport::{
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use serde_json::json;
+
+use crate::common::*;
+
+const HOSTILE: &str = "<script>alert(1)</script>";
+
+fn token_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let hash = |t: &str| rimthan_registry::Sha256Digest::of(t.as_bytes()).to_string();
+    let file = json!({"tokens": [
+        {"sha256": hash("ada"), "principal": HOSTILE, "organization": "lab", "scopes": ["rimthan:workflow"]},
+        {"sha256": hash("lead"), "principal": "lead", "organization": "lab", "facilitator": "organization"},
+        {"sha256": hash("other-lead"), "principal": "other", "organization": "field", "facilitator": "organization"},
+        {"sha256": hash("orgless"), "principal": "orgless", "facilitator": "organization"},
+        {"sha256": hash("ops"), "principal": "ops", "facilitator": "all"},
+    ]});
+    let path = dir.join("tokens.json");
+    std::fs::write(&path, file.to_string()).unwrap();
+    path
+}
+
+/// The status line, headers and body of a raw GET or POST.
+struct Answer {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+async fn send(addr: std::net::SocketAddr, request: String) -> Answer {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8(answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    Answer {
+        status: head.split(' ').nth(1).unwrap().parse().unwrap(),
+        head: head.to_ascii_lowercase(),
+        body: body.to_owned(),
+    }
+}
+
+async fn get(addr: std::net::SocketAddr, path: &str, headers: &str) -> Answer {
+    send(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}Connection: close\r\n\r\n"),
+    )
+    .await
+}
+
+async fn get_as(addr: std::net::SocketAddr, path: &str, token: &str) -> Answer {
+    get(addr, path, &format!("Authorization: Bearer {token}\r\n")).await
+}
+
+#[tokio::test]
+async fn only_facilitators_open_the_view_and_each_sees_their_organization() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = token_file(dir.path());
+    let served = http_server_with(server(Profile::WorkflowEngine).await, |config| {
+        let auth = Arc::new(Auth {
+            verifier: Verifier::tokens_from_file(&file).unwrap(),
+            resource: format!("http://{}/mcp", config.listen),
+            authorization_servers: vec![],
+            scope: "rimthan:workflow".into(),
+        });
+        config.admin = Some(Access::Facilitators(auth.clone()));
+        config.auth = Some(auth);
+    })
+    .await;
+    let transport = StreamableHttpClientTransportConfig::with_uri(served.url.clone())
+        .auth_header("ada".to_owned());
+    let client = ().serve(StreamableHttpClientTransport::from_config(transport)).await.unwrap();
+    let done = run_session(&client, "codex").await;
+    let session = done["session_id"].as_str().unwrap().to_owned();
+    let addr = served.addr;
+
+    // Who may open it.
+    assert_eq!(get(addr, "/admin", "").await.status, 401);
+    assert_eq!(get_as(addr, "/admin", "nobody").await.status, 401);
+    let participant = get_as(addr, "/admin", "ada").await;
+    assert_eq!(participant.status, 403);
+    assert!(participant.body.contains("participant"), "{}", participant.body);
+    assert_eq!(get_as(addr, "/admin", "orgless").await.status, 403);
+
+    // A facilitator of the session's organization sees it, escaped, under a policy that runs
+    // no script.
+    let list = get_as(addr, "/admin", "lead").await;
+    assert_eq!(list.status, 200);
+    assert!(list.body.contains(&session));
+    assert!(list.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(!list.body.contains(HOSTILE));
+    assert!(list.head.contains("content-security-policy: default-src 'none'"));
+    let page = get_as(addr, &format!("/admin/sessions/{session}"), "lead").await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains(r#"id="timeline""#) && page.body.contains(r#"id="outputs""#));
+    let workflow = done["workflow"]["id"].as_str().unwrap();
+    let version = done["workflow"]["version"].as_str().unwrap();
+    let stats = get_as(addr, &format!("/admin/workflows/{workflow}/{version}"), "lead").await;
+    assert_eq!(stats.status, 200);
+    assert!(stats.body.contains(r#"data-step-index="0" data-reached="1""#), "{}", stats.body);
+    assert!(stats.body.contains(r#"id="completed" data-count="1""#));
+    assert!(stats.body.contains(r#"data-harness="codex" data-count="1""#));
+
+    // Another organization's facilitator sees none of it; one granted all sees it.
+    let other = get_as(addr, "/admin", "other-lead").await;
+    assert_eq!(other.status, 200);
+    assert!(!other.body.contains(&session));
+    assert_eq!(get_as(addr, &format!("/admin/sessions/{session}"), "other-lead").await.status, 404);
+    let elsewhere = get_as(addr, &format!("/admin/workflows/{workflow}/{version}"), "other-lead").await;
+    assert!(elsewhere.body.contains(r#"id="started" data-count="0""#));
+    assert!(get_as(addr, "/admin", "ops").await.body.contains(&session));
+
+    // Bad input: a page naming the problem, never a trace.
+    for (path, status) in [
+        ("/admin?status=bogus", 400),
+        ("/admin?since=7%20weeks", 400),
+        ("/admin?page=0", 400),
+        ("/admin?page=99", 404),
+        ("/admin/sessions/nope", 404),
+        ("/admin/sessions/00000000000000000000000000000000", 404),
+        ("/admin/workflows/no-such/1.0.0", 404),
+    ] {
+        let answer = get_as(addr, path, "ops").await;
+        assert_eq!(answer.status, status, "{path}");
+        assert!(answer.body.contains("<h1>"), "{path}");
+    }
+    let long = format!("/admin?workflow={}", "w".repeat(200));
+    assert_eq!(get_as(addr, &long, "ops").await.status, 400);
+
+    // A rebound DNS name is refused.
+    let rebound = send(
+        addr,
+        "GET /admin HTTP/1.1\r\nHost: evil.example\r\nAuthorization: Bearer ops\r\nConnection: close\r\n\r\n".into(),
+    )
+    .await;
+    assert_eq!(rebound.status, 403);
+
+    // The login form checks the token, then keeps it in a cookie only /admin reads.
+    let login = |token: &str| {
+        let body = format!("token={token}");
+        format!(
+            "POST /admin/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    assert_eq!(send(addr, login("ada")).await.status, 403);
+    let signed_in = send(addr, login("lead")).await;
+    assert_eq!(signed_in.status, 303);
+    assert!(signed_in.head.contains("set-cookie: rimthan_admin=lead; path=/admin; httponly; samesite=strict"));
+    let by_cookie = get(addr, "/admin", "Cookie: theme=dark; rimthan_admin=lead\r\n").await;
+    assert_eq!(by_cookie.status, 200);
+    assert!(by_cookie.body.contains(&session));
+}
+
+#[tokio::test]
+async fn without_authentication_the_view_says_it_is_loopback_only() {
+    let served = http_server_with(server(Profile::WorkflowEngine).await, |config| {
+        config.admin = Some(Access::Loopback);
+    })
+    .await;
+    let page = get(served.addr, "/admin", "").await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("No authentication"));
+    assert!(page.body.contains("loopback"));
+    // Sign-in exists only where there is something to sign in with.
+    assert_eq!(get(served.addr, "/admin/login", "").await.status, 404);
+    let off = http_server(server(Profile::WorkflowEngine).await).await;
+    assert_eq!(get(off.addr, "/admin", "").await.status, 404);
+}
