@@ -126,25 +126,32 @@ fn stats(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
             .execute(&mut *tx)
             .await
             .unwrap();
-            let judged = |step: i64, outcome: &'static str, failed: &'static str, seconds: Option<i64>| {
-                sqlx::query(audit)
-                    .bind(&id)
-                    .bind("submit_step_reports")
-                    .bind(outcome)
-                    .bind(&principal)
-                    .bind(&organization)
-                    .bind(format!("step-{step}"))
-                    .bind(step)
-                    .bind(failed)
-                    .bind(seconds)
-            };
+            let judged =
+                |step: i64, outcome: &'static str, failed: &'static str, seconds: Option<i64>| {
+                    sqlx::query(audit)
+                        .bind(&id)
+                        .bind("submit_step_reports")
+                        .bind(outcome)
+                        .bind(&principal)
+                        .bind(&organization)
+                        .bind(format!("step-{step}"))
+                        .bind(step)
+                        .bind(failed)
+                        .bind(seconds)
+                };
             if i % 7 == 0 && reached >= 1 {
                 let failed = ["[\"checker-a\"]", "[\"checker-b\"]"][i % 2];
-                judged(1, "revise", failed, None).execute(&mut *tx).await.unwrap();
+                judged(1, "revise", failed, None)
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
             }
             for step in 0..reached {
                 let seconds = 60 * (1 + (i as i64 * 31 + step * 17) % 100);
-                judged(step, "active", "[]", Some(seconds)).execute(&mut *tx).await.unwrap();
+                judged(step, "active", "[]", Some(seconds))
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
             }
             if i % 100 == 0 {
                 sqlx::query(audit)
@@ -176,7 +183,10 @@ fn stats(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     assert_eq!(all.refused_starts, (SESSIONS / 100) as u64);
     assert!(all.steps.iter().all(|s| s.median_seconds.is_some()));
     let mut group = c.benchmark_group("stats_100k_sessions");
-    for (name, organization) in [("all_organizations", None), ("one_organization", Some("org-5"))] {
+    for (name, organization) in [
+        ("all_organizations", None),
+        ("one_organization", Some("org-5")),
+    ] {
         let query = query(organization);
         group.bench_function(name, |b| {
             b.iter(|| rt.block_on(store.workflow_stats(&query)).unwrap())

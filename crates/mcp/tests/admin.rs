@@ -96,7 +96,11 @@ async fn only_facilitators_open_the_view_and_each_sees_their_organization() {
     assert_eq!(get_as(addr, "/admin", "nobody").await.status, 401);
     let participant = get_as(addr, "/admin", "ada").await;
     assert_eq!(participant.status, 403);
-    assert!(participant.body.contains("participant"), "{}", participant.body);
+    assert!(
+        participant.body.contains("participant"),
+        "{}",
+        participant.body
+    );
     assert_eq!(get_as(addr, "/admin", "orgless").await.status, 403);
 
     // A facilitator of the session's organization sees it, escaped, under a policy that runs
@@ -106,24 +110,52 @@ async fn only_facilitators_open_the_view_and_each_sees_their_organization() {
     assert!(list.body.contains(&session));
     assert!(list.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
     assert!(!list.body.contains(HOSTILE));
-    assert!(list.head.contains("content-security-policy: default-src 'none'"));
+    assert!(
+        list.head
+            .contains("content-security-policy: default-src 'none'")
+    );
     let page = get_as(addr, &format!("/admin/sessions/{session}"), "lead").await;
     assert_eq!(page.status, 200);
     assert!(page.body.contains(r#"id="timeline""#) && page.body.contains(r#"id="outputs""#));
     let workflow = done["workflow"]["id"].as_str().unwrap();
     let version = done["workflow"]["version"].as_str().unwrap();
-    let stats = get_as(addr, &format!("/admin/workflows/{workflow}/{version}"), "lead").await;
+    let stats = get_as(
+        addr,
+        &format!("/admin/workflows/{workflow}/{version}"),
+        "lead",
+    )
+    .await;
     assert_eq!(stats.status, 200);
-    assert!(stats.body.contains(r#"data-step-index="0" data-reached="1""#), "{}", stats.body);
+    assert!(
+        stats
+            .body
+            .contains(r#"data-step-index="0" data-reached="1""#),
+        "{}",
+        stats.body
+    );
     assert!(stats.body.contains(r#"id="completed" data-count="1""#));
-    assert!(stats.body.contains(r#"data-harness="codex" data-count="1""#));
+    assert!(
+        stats
+            .body
+            .contains(r#"data-harness="codex" data-count="1""#)
+    );
 
     // Another organization's facilitator sees none of it; one granted all sees it.
     let other = get_as(addr, "/admin", "other-lead").await;
     assert_eq!(other.status, 200);
     assert!(!other.body.contains(&session));
-    assert_eq!(get_as(addr, &format!("/admin/sessions/{session}"), "other-lead").await.status, 404);
-    let elsewhere = get_as(addr, &format!("/admin/workflows/{workflow}/{version}"), "other-lead").await;
+    assert_eq!(
+        get_as(addr, &format!("/admin/sessions/{session}"), "other-lead")
+            .await
+            .status,
+        404
+    );
+    let elsewhere = get_as(
+        addr,
+        &format!("/admin/workflows/{workflow}/{version}"),
+        "other-lead",
+    )
+    .await;
     assert!(elsewhere.body.contains(r#"id="started" data-count="0""#));
     assert!(get_as(addr, "/admin", "ops").await.body.contains(&session));
 
@@ -163,7 +195,11 @@ async fn only_facilitators_open_the_view_and_each_sees_their_organization() {
     assert_eq!(send(addr, login("ada")).await.status, 403);
     let signed_in = send(addr, login("lead")).await;
     assert_eq!(signed_in.status, 303);
-    assert!(signed_in.head.contains("set-cookie: rimthan_admin=lead; path=/admin; httponly; samesite=strict"));
+    assert!(
+        signed_in
+            .head
+            .contains("set-cookie: rimthan_admin=lead; path=/admin; httponly; samesite=strict")
+    );
     let by_cookie = get(addr, "/admin", "Cookie: theme=dark; rimthan_admin=lead\r\n").await;
     assert_eq!(by_cookie.status, 200);
     assert!(by_cookie.body.contains(&session));

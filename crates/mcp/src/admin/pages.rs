@@ -462,10 +462,11 @@ pub(super) fn workflow(
         html! {
             h1 { "Workflow " (query.workflow) " " (query.workflow_version) }
             @if let Some(o) = &query.organization { p { "Counting the sessions of organization " strong { (o) } " only." } }
-            p id="started" data-count=(started) { (started) " sessions started." }
+            p id="started" data-count=(started) { (counted(started, "session", "sessions")) " started." }
             p id="completed" data-count=(completed) { (completed) " completed." }
             p id="refused-starts" data-count=(stats.refused_starts) {
-                (stats.refused_starts) " starts refused for blockers (they store no session)."
+                (counted(stats.refused_starts, "start", "starts"))
+                " refused for blockers (they store no session)."
             }
             h2 { "How far sessions got" }
             figure id="funnel-chart" {
