@@ -129,27 +129,53 @@ impl SessionSummary {
     }
 }
 
-/// Lists sessions on either backend with its spelling of the list query (6 values: status,
-/// workflow, organization, changed-since, each or null; limit; offset).
+/// Lists sessions on either backend, `parameter` being how it numbers parameters (`?` or
+/// `$`). The `WHERE` clause names only the filters that are set, so each query can use the
+/// index that fits it; the SQL text holds column names and placeholders, never a value.
 pub(crate) async fn list<DB>(
     pool: &Pool<DB>,
-    sql: &str,
+    parameter: char,
     query: &SessionQuery,
 ) -> Result<Vec<SessionSummary>, super::StoreError>
 where
     DB: Database,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
-    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
     for<'r> SummaryRow: FromRow<'r, DB::Row>,
     SummaryRow: Send + Unpin,
 {
-    let rows: Vec<SummaryRow> = sqlx::query_as::<DB, SummaryRow>(sql)
-        .bind(query.status.map(|s| s.as_str()))
-        .bind(query.workflow.as_deref())
-        .bind(query.organization.as_deref())
-        .bind(query.changed_since.as_deref())
+    let filters = [
+        ("status = ", query.status.map(Status::as_str)),
+        ("workflow = ", query.workflow.as_deref()),
+        ("organization = ", query.organization.as_deref()),
+        ("updated_at >= ", query.changed_since.as_deref()),
+    ];
+    let mut placeholders = (1..).map(|n| format!("{parameter}{n}"));
+    let set: Vec<String> = filters
+        .iter()
+        .filter(|(_, value)| value.is_some())
+        .zip(&mut placeholders)
+        .map(|((column, _), placeholder)| format!("{column}{placeholder}"))
+        .collect();
+    let clause = if set.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", set.join(" AND "))
+    };
+    let sql = format!(
+        "SELECT id, principal, organization, workflow, workflow_version, release, harness, \
+         status, step_index, revise_rounds, created_at, updated_at FROM sessions {clause} \
+         ORDER BY updated_at DESC, id LIMIT {} OFFSET {}",
+        placeholders.next().expect("endless"),
+        placeholders.next().expect("endless"),
+    );
+    let mut statement = sqlx::query_as::<DB, SummaryRow>(&sql);
+    for value in filters.iter().filter_map(|(_, value)| *value) {
+        statement = statement.bind(value);
+    }
+    let rows: Vec<SummaryRow> = statement
         .bind(i64::from(query.limit.clamp(1, MAX_PAGE)))
         .bind(i64::try_from(query.offset).unwrap_or(i64::MAX))
         .fetch_all(pool)

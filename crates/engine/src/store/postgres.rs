@@ -140,7 +140,6 @@ const PRUNE_STATEMENTS: PruneStatements = PruneStatements {
         WHERE status = 'completed' AND updated_at < $1 LIMIT $2) RETURNING id",
 };
 
-/// PostgreSQL's spelling of the session list (`listing::list`, columns as `SessionSummary`'s).
 /// PostgreSQL's spelling of the statistics queries.
 const STATS: StatsStatements = StatsStatements {
     sessions: "SELECT step_index, status, harness, count(*) AS sessions FROM sessions \
@@ -166,11 +165,8 @@ const STATS: StatsStatements = StatsStatements {
 
 const AUDIT_LOG: &str = "SELECT * FROM audit_log WHERE session_id = $1 ORDER BY id";
 
-const LIST_SESSIONS: &str = "SELECT id, principal, organization, workflow, workflow_version, \
-    release, harness, status, step_index, revise_rounds, created_at, updated_at FROM sessions \
-    WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR workflow = $2) \
-    AND ($3::text IS NULL OR organization = $3) AND ($4::text IS NULL OR updated_at >= $4) \
-    ORDER BY updated_at DESC, id LIMIT $5 OFFSET $6";
+/// How PostgreSQL numbers query parameters (`listing::list` builds the list query with it).
+const PARAMETER: char = '$';
 
 #[async_trait]
 impl Apply for Transactions {
@@ -267,7 +263,7 @@ impl Store for PostgresStore {
     }
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionSummary>, StoreError> {
-        listing::list(&self.pool, LIST_SESSIONS, query).await
+        listing::list(&self.pool, PARAMETER, query).await
     }
 
     async fn workflow_stats(&self, query: &StatsQuery) -> Result<WorkflowStats, StoreError> {

@@ -203,7 +203,6 @@ const PRUNE_STATEMENTS: PruneStatements = PruneStatements {
         WHERE status = 'completed' AND updated_at < ? LIMIT ?) RETURNING id",
 };
 
-/// SQLite's spelling of the session list (`listing::list`, columns as `SessionSummary`'s).
 /// SQLite's spelling of the statistics queries.
 const STATS: StatsStatements = StatsStatements {
     sessions: "SELECT step_index, status, harness, count(*) AS sessions FROM sessions \
@@ -229,11 +228,8 @@ const STATS: StatsStatements = StatsStatements {
 
 const AUDIT_LOG: &str = "SELECT * FROM audit_log WHERE session_id = ? ORDER BY id";
 
-const LIST_SESSIONS: &str = "SELECT id, principal, organization, workflow, workflow_version, \
-    release, harness, status, step_index, revise_rounds, created_at, updated_at FROM sessions \
-    WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR workflow = ?2) \
-    AND (?3 IS NULL OR organization = ?3) AND (?4 IS NULL OR updated_at >= ?4) \
-    ORDER BY updated_at DESC, id LIMIT ?5 OFFSET ?6";
+/// How SQLite numbers query parameters (`listing::list` builds the list query with it).
+const PARAMETER: char = '?';
 
 #[async_trait]
 impl Apply for Transactions {
@@ -325,7 +321,7 @@ impl Store for SqliteStore {
     }
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionSummary>, StoreError> {
-        listing::list(&self.pool, LIST_SESSIONS, query).await
+        listing::list(&self.pool, PARAMETER, query).await
     }
 
     async fn workflow_stats(&self, query: &StatsQuery) -> Result<WorkflowStats, StoreError> {
