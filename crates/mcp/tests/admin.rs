@@ -206,6 +206,64 @@ async fn only_facilitators_open_the_view_and_each_sees_their_organization() {
 }
 
 #[tokio::test]
+async fn jwt_claims_grant_the_facilitator_role_for_one_organization_or_all() {
+    use crate::auth::{ed25519_jwk, jwt, now, rules};
+    let key = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+    let dir = tempfile::tempdir().unwrap();
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(
+        &jwks,
+        json!({"keys": [ed25519_jwk(&key, "k1")]}).to_string(),
+    )
+    .unwrap();
+    let served = http_server_with(server(Profile::WorkflowEngine).await, |config| {
+        let resource = format!("http://{}/mcp", config.listen);
+        let mut rules = rules("https://issuer.example", &resource);
+        rules.facilitator.organization = Some("roles=rimthan-facilitator".parse().unwrap());
+        rules.facilitator.all = Some("groups=staff".parse().unwrap());
+        let auth = Arc::new(Auth {
+            verifier: Verifier::jwt_from_file(&jwks, rules).unwrap(),
+            resource,
+            authorization_servers: vec!["https://issuer.example".into()],
+            scope: "rimthan:workflow".into(),
+        });
+        config.admin = Some(Access::Facilitators(auth.clone()));
+        config.auth = Some(auth);
+    })
+    .await;
+    let token = |extra: serde_json::Value| {
+        let mut claims = json!({"iss": "https://issuer.example", "aud": served.url,
+            "exp": now() + 600, "sub": "someone", "org": "lab"});
+        claims
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        jwt(&key, claims)
+    };
+    let participant = token(json!({"scope": "rimthan:workflow"}));
+    let lead = token(json!({"roles": ["reader", "rimthan-facilitator"]}));
+    let staff = token(json!({"groups": "staff other"}));
+    let near_miss = token(json!({"roles": "rimthan-facilitators"}));
+    assert_eq!(
+        get_as(served.addr, "/admin", &participant).await.status,
+        403
+    );
+    assert_eq!(get_as(served.addr, "/admin", &near_miss).await.status, 403);
+    let scoped = get_as(served.addr, "/admin", &lead).await;
+    assert_eq!(scoped.status, 200);
+    assert!(
+        scoped
+            .body
+            .contains("organization <strong>lab</strong> only"),
+        "{}",
+        scoped.body
+    );
+    let everyone = get_as(served.addr, "/admin", &staff).await;
+    assert_eq!(everyone.status, 200);
+    assert!(everyone.body.contains("every organization"));
+}
+
+#[tokio::test]
 async fn without_authentication_the_view_says_it_is_loopback_only() {
     let served = http_server_with(server(Profile::WorkflowEngine).await, |config| {
         config.admin = Some(Access::Loopback);

@@ -151,7 +151,7 @@ async fn the_same_organization_may_resume_and_others_may_not() {
 }
 
 /// An EdDSA-signed JWT, made by hand so the test shares no code with the verifier.
-fn jwt(key: &ed25519_dalek::SigningKey, claims: Value) -> String {
+pub(crate) fn jwt(key: &ed25519_dalek::SigningKey, claims: Value) -> String {
     jwt_with_kid(key, "k1", claims)
 }
 
@@ -253,14 +253,14 @@ fn rsa_jwt(
     jsonwebtoken::encode(&header, claims, key).unwrap()
 }
 
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs()
 }
 
-fn rules(issuer: &str, audience: &str) -> JwtRules {
+pub(crate) fn rules(issuer: &str, audience: &str) -> JwtRules {
     JwtRules {
         issuer: issuer.into(),
         audience: audience.into(),
@@ -455,7 +455,7 @@ fn static_tokens_advertise_no_authorization_server() {
     assert_eq!(metadata["resource"], "https://mcp.example.com/mcp");
 }
 
-fn ed25519_jwk(key: &ed25519_dalek::SigningKey, kid: &str) -> Value {
+pub(crate) fn ed25519_jwk(key: &ed25519_dalek::SigningKey, kid: &str) -> Value {
     json!({"kty": "OKP", "crv": "Ed25519", "kid": kid, "alg": "EdDSA", "use": "sig",
         "x": URL_SAFE_NO_PAD.encode(key.verifying_key().as_bytes())})
 }
