@@ -121,7 +121,9 @@ fn sessions_list_and_show_what_harnesses_did_and_refuse_what_does_not_parse() {
     ]);
     let timeline = shown["timeline"].as_array().unwrap();
     assert_eq!(timeline[0]["tool"], "start_workflow");
-    assert!(timeline.iter().any(|e| e["outcome"] == "revise"));
+    let revise = timeline.iter().find(|e| e["outcome"] == "revise").unwrap();
+    let failed = revise["judgement"]["failed"].as_array().unwrap();
+    assert!(!failed.is_empty(), "{revise}");
     assert_eq!(timeline.last().unwrap()["outcome"], "completed");
     let outputs = shown["outputs"].as_array().unwrap();
     assert!(!outputs.is_empty());
@@ -131,7 +133,13 @@ fn sessions_list_and_show_what_harnesses_did_and_refuse_what_does_not_parse() {
             .all(|o| o["sha256"].as_str().unwrap().len() == 64)
     );
     let text = rimthan(&["sessions", "show", "--database-url", &database, id]);
-    assert!(String::from_utf8_lossy(&text.stdout).contains("revise"));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("revise"));
+    let step = revise["judgement"]["step"].as_str().unwrap();
+    assert!(
+        text.contains(&format!("{step} failed by {}", failed[0].as_str().unwrap())),
+        "{text}"
+    );
 
     for (args, says) in [
         (

@@ -254,12 +254,21 @@ impl ShowArgs {
         println!("\ntimeline");
         for e in &timeline {
             let codes: Vec<&str> = e.codes.iter().map(|c| c.as_str()).collect();
+            // A judged submission names its step and the validators that sent it back.
+            let judged =
+                e.judgement
+                    .as_ref()
+                    .map_or_else(String::new, |j| match j.failed.as_slice() {
+                        [] => format!("{} passed", j.step),
+                        failed => format!("{} failed by {}", j.step, failed.join(", ")),
+                    });
             println!(
-                "  {}  {:<24}  {:<9}  {}",
+                "  {}  {:<24}  {:<9}  {}{}",
                 e.at,
                 e.tool.as_str(),
                 e.outcome.as_str(),
-                codes.join(", ")
+                codes.join(", "),
+                judged
             );
         }
         if !session.findings.is_empty() {
