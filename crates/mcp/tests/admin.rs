@@ -193,6 +193,16 @@ async fn only_facilitators_open_the_view_and_each_sees_their_organization() {
         )
     };
     assert_eq!(send(addr, login("ada")).await.status, 403);
+    let elsewhere = login("lead").replace(
+        "Host: 127.0.0.1\r\n",
+        "Host: 127.0.0.1\r\nOrigin: https://evil.example\r\n",
+    );
+    assert_eq!(send(addr, elsewhere).await.status, 403);
+    let here = login("lead").replace(
+        "Host: 127.0.0.1\r\n",
+        "Host: 127.0.0.1\r\nOrigin: http://127.0.0.1\r\n",
+    );
+    assert_eq!(send(addr, here).await.status, 303);
     let signed_in = send(addr, login("lead")).await;
     assert_eq!(signed_in.status, 303);
     assert!(

@@ -501,11 +501,36 @@ struct LoginForm {
     token: String,
 }
 
+/// Whether a form post comes from a page of this server: a browser names the page's origin, and
+/// its host must be the one the request is addressed to.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    match (header(header::ORIGIN), header(header::HOST)) {
+        (None, _) => true,
+        (Some(origin), Some(host)) => origin
+            .split_once("://")
+            .is_some_and(|(_, authority)| authority.eq_ignore_ascii_case(host)),
+        (Some(_), None) => false,
+    }
+}
+
 /// Checks the token before setting it as a cookie, so a wrong one is told at once.
-async fn login(State(state): State<AdminState>, Form(form): Form<LoginForm>) -> Response {
+async fn login(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
     let Access::Facilitators(auth) = &state.access else {
         return Redirect::to("/admin").into_response();
     };
+    if !same_origin(&headers) {
+        return Refusal::new(
+            StatusCode::FORBIDDEN,
+            "Sign in from this server's page",
+            "The sign-in form was posted from another site.",
+        )
+        .into_response();
+    }
     let token = form.token.trim();
     if let Err(refusal) = viewer_of(auth, Some(token)).await {
         return page(
