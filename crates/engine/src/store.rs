@@ -135,6 +135,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The audit entries of a session, oldest first.
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError>;
 
+    /// The latest `limit` audit entries of a session, oldest first: what a page shows of a
+    /// session whose callers may have been refused any number of times.
+    async fn recent_audit(
+        &self,
+        session: &SessionId,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError>;
+
     /// How many sessions are not completed.
     async fn open_sessions(&self) -> Result<u64, StoreError>;
 

@@ -133,4 +133,9 @@ pub(crate) async fn workflow_statistics_count_steps_validators_harnesses_and_ref
         .collect();
     assert_eq!(verdicts, [(0, true), (1, false)]);
     assert!(log.iter().all(|e| e.organization.as_deref() == Some("lab")));
+    assert_eq!(
+        store.recent_audit(&bob_session, 2).await.unwrap(),
+        log[log.len() - 2..]
+    );
+    assert_eq!(store.recent_audit(&bob_session, 1000).await.unwrap(), log);
 }

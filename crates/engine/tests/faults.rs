@@ -93,6 +93,13 @@ impl Store for FailingStore {
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {
         self.inner.audit_log(session).await
     }
+    async fn recent_audit(
+        &self,
+        session: &SessionId,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        self.inner.recent_audit(session, limit).await
+    }
     async fn open_sessions(&self) -> Result<u64, StoreError> {
         self.check("open_sessions")?;
         self.inner.open_sessions().await

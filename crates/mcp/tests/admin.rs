@@ -274,6 +274,49 @@ async fn jwt_claims_grant_the_facilitator_role_for_one_organization_or_all() {
 }
 
 #[tokio::test]
+async fn a_session_refused_without_end_shows_its_latest_calls_only() {
+    use rimthan_engine::{AuditEntry, Code, Operation, Outcome};
+    let server = server(Profile::WorkflowEngine).await;
+    let store = server.engine().store().clone();
+    let served = http_server_with(server, |config| config.admin = Some(Access::Loopback)).await;
+    let client = modern_http_client(&served.url).await;
+    let done = run_session(&client, "codex").await;
+    let session: rimthan_engine::SessionId = done["session_id"].as_str().unwrap().parse().unwrap();
+    for i in 0..600 {
+        let refusal = AuditEntry {
+            session_id: Some(session.clone()),
+            seq: None,
+            tool: Operation::GetActiveStep,
+            outcome: Outcome::Rejected,
+            codes: vec![Code::StaleCheckpoint],
+            attestation_sha256: None,
+            reports_sha256: None,
+            principal: Some(format!("retry-{i}")),
+            organization: None,
+            workflow: None,
+            judgement: None,
+            at: "2026-12-04T00:00:00Z".into(),
+        };
+        store.append_audit(&refusal).await.unwrap();
+    }
+    let page = get(served.addr, &format!("/admin/sessions/{session}"), "").await;
+    assert_eq!(page.status, 200);
+    let (_, rows) = page.body.split_once(r#"id="timeline""#).unwrap();
+    let rows = rows
+        .split("</table>")
+        .next()
+        .unwrap()
+        .matches("<tr>")
+        .count();
+    assert_eq!(rows, 1 + 500, "a header row and the latest 500 calls");
+    assert!(page.body.contains("prints them all"));
+    assert!(
+        !page.body.contains("start_workflow"),
+        "the start is older than the latest 500"
+    );
+}
+
+#[tokio::test]
 async fn without_authentication_the_view_says_it_is_loopback_only() {
     let served = http_server_with(server(Profile::WorkflowEngine).await, |config| {
         config.admin = Some(Access::Loopback);

@@ -30,6 +30,31 @@ where
     rows.into_iter().map(AuditEntry::try_from).collect()
 }
 
+/// The latest `limit` entries of one session, oldest first, with a backend's spelling of the
+/// query (2 values: the session id, the limit; newest first).
+pub(crate) async fn recent<DB>(
+    pool: &Pool<DB>,
+    sql: &str,
+    session: &SessionId,
+    limit: u32,
+) -> Result<Vec<AuditEntry>, StoreError>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'r> AuditRow: FromRow<'r, DB::Row>,
+    AuditRow: Send + Unpin,
+{
+    let rows: Vec<AuditRow> = sqlx::query_as::<DB, AuditRow>(sql)
+        .bind(session.as_str())
+        .bind(i64::from(limit))
+        .fetch_all(pool)
+        .await?;
+    rows.into_iter().rev().map(AuditEntry::try_from).collect()
+}
+
 /// An audit entry as stored.
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct AuditRow {

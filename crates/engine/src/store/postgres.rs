@@ -163,6 +163,9 @@ const STATS: StatsStatements = StatsStatements {
         GROUP BY workflow, workflow_version ORDER BY workflow, workflow_version",
 };
 
+const RECENT_AUDIT: &str =
+    "SELECT * FROM audit_log WHERE session_id = $1 ORDER BY id DESC LIMIT $2";
+
 const AUDIT_LOG: &str = "SELECT * FROM audit_log WHERE session_id = $1 ORDER BY id";
 
 /// How PostgreSQL numbers query parameters (`listing::list` builds the list query with it).
@@ -279,6 +282,14 @@ impl Store for PostgresStore {
 
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {
         audit_log::of_session(&self.pool, AUDIT_LOG, session).await
+    }
+
+    async fn recent_audit(
+        &self,
+        session: &SessionId,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        audit_log::recent(&self.pool, RECENT_AUDIT, session, limit).await
     }
 
     async fn open_sessions(&self) -> Result<u64, StoreError> {

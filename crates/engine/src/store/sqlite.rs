@@ -226,6 +226,8 @@ const STATS: StatsStatements = StatsStatements {
         GROUP BY workflow, workflow_version ORDER BY workflow, workflow_version",
 };
 
+const RECENT_AUDIT: &str = "SELECT * FROM audit_log WHERE session_id = ? ORDER BY id DESC LIMIT ?";
+
 const AUDIT_LOG: &str = "SELECT * FROM audit_log WHERE session_id = ? ORDER BY id";
 
 /// How SQLite numbers query parameters (`listing::list` builds the list query with it).
@@ -337,6 +339,14 @@ impl Store for SqliteStore {
 
     async fn audit_log(&self, session: &SessionId) -> Result<Vec<AuditEntry>, StoreError> {
         audit_log::of_session(&self.pool, AUDIT_LOG, session).await
+    }
+
+    async fn recent_audit(
+        &self,
+        session: &SessionId,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        audit_log::recent(&self.pool, RECENT_AUDIT, session, limit).await
     }
 
     async fn open_sessions(&self) -> Result<u64, StoreError> {

@@ -438,7 +438,8 @@ async fn session(
     if viewer.scope().is_some() && viewer.scope() != owner {
         return Err(unknown());
     }
-    let timeline = store.audit_log(&id).await?;
+    // One more than shown, to tell whether older calls were left out.
+    let timeline = store.recent_audit(&id, pages::TIMELINE_ROWS + 1).await?;
     let registry = state.engine.releases().snapshot();
     let steps: Vec<String> = registry
         .release(&session.release)

@@ -12,7 +12,7 @@ use super::{
 };
 
 /// Timeline rows a session page shows at most (the latest).
-pub(super) const TIMELINE_ROWS: usize = 500;
+pub(super) const TIMELINE_ROWS: u32 = 500;
 
 const STATUSES: [Status; 3] = [Status::Active, Status::Revise, Status::Completed];
 
@@ -271,7 +271,7 @@ pub(super) fn session(
         _ => format!("{}/{total}", session.step_index + 1),
     };
     let active_step = steps.get(session.step_index).map(String::as_str);
-    let shown = &timeline[timeline.len().saturating_sub(TIMELINE_ROWS)..];
+    let shown = &timeline[timeline.len().saturating_sub(TIMELINE_ROWS as usize)..];
     let principal = session.principal.as_ref();
     layout(
         &format!("Session {id}"),
@@ -296,7 +296,7 @@ pub(super) fn session(
             }
             h2 { "Timeline" }
             @if shown.len() < timeline.len() {
-                p { "The latest " (shown.len()) " of " (timeline.len()) " calls." }
+                p { "The latest " (shown.len()) " calls; " code { "rimthan sessions show " (id) } " prints them all." }
             }
             table id="timeline" {
                 thead { tr {
