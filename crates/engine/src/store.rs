@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 pub use cache::SESSION_CACHE_CAPACITY;
-pub use listing::{Age, MAX_PAGE, SessionQuery, SessionSummary};
+pub use listing::{Age, MAX_PAGE, SessionQuery, SessionSummary, position};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use stats::{

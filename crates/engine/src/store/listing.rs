@@ -117,16 +117,21 @@ impl SessionSummary {
         Some(workflow.steps().len())
     }
 
-    /// Where the session stands, as `2/4`: the active step's number, or all of them once
-    /// completed; `?` for a count `steps` does not know.
+    /// Where the session stands, as `2/4` ([`position`]).
     pub fn position(&self, steps: Option<usize>) -> String {
-        let total = steps.map_or_else(|| "?".to_owned(), |n| n.to_string());
-        let at = match self.status {
-            Status::Completed => steps.map_or(self.step_index, |n| n as u64),
-            _ => self.step_index + 1,
-        };
-        format!("{at}/{total}")
+        position(self.status, self.step_index, steps)
     }
+}
+
+/// Where a session stands, as `2/4`: the active step's number, or all of them once completed;
+/// `?` for a count `steps` does not know.
+pub fn position(status: Status, step_index: u64, steps: Option<usize>) -> String {
+    let total = steps.map_or_else(|| "?".to_owned(), |n| n.to_string());
+    let at = match status {
+        Status::Completed => steps.map_or(step_index, |n| n as u64),
+        _ => step_index + 1,
+    };
+    format!("{at}/{total}")
 }
 
 /// Lists sessions on either backend, `parameter` being how it numbers parameters (`?` or

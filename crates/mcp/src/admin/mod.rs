@@ -23,6 +23,7 @@ use rimthan_engine::{
     Engine, SessionId, SessionQuery, StatsQuery, Status,
     store::{Age, StoreError},
 };
+use rimthan_registry::Workflow;
 use serde::Deserialize;
 
 use crate::auth::{self, Auth, Sight};
@@ -444,12 +445,21 @@ async fn session(
     let steps: Vec<String> = registry
         .release(&session.release)
         .and_then(|r| r.workflow(&session.workflow, &session.workflow_version))
-        .map(|w| w.steps().iter().map(|s| s.doc().id.to_string()).collect())
+        .map(step_ids)
         .unwrap_or_default();
     Ok(page(
         StatusCode::OK,
         pages::session(&state.access, &viewer, &session, &steps, &timeline),
     ))
+}
+
+/// A workflow's step ids, in order.
+fn step_ids(workflow: &Workflow) -> Vec<String> {
+    workflow
+        .steps()
+        .iter()
+        .map(|s| s.doc().id.to_string())
+        .collect()
 }
 
 async fn workflow(
@@ -470,7 +480,7 @@ async fn workflow(
             .releases()
             .values()
             .find_map(|r| r.workflow(&id, &version))
-            .map(|w| w.steps().iter().map(|s| s.doc().id.to_string()).collect())
+            .map(step_ids)
     });
     if steps.is_none() && stats.sessions.is_empty() && stats.refused_starts == 0 {
         return Err(Refusal::not_found(

@@ -4,6 +4,7 @@
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use rimthan_engine::{
     AuditEntry, Session, SessionSummary, StatsQuery, Status, WorkflowCount, WorkflowStats,
+    store::position,
 };
 
 use super::{
@@ -261,15 +262,11 @@ pub(super) fn session(
     timeline: &[AuditEntry],
 ) -> Markup {
     let id = session.id.to_string();
-    let total = if steps.is_empty() {
-        "?".to_owned()
-    } else {
-        steps.len().to_string()
-    };
-    let at = match session.status {
-        Status::Completed => format!("{total}/{total}"),
-        _ => format!("{}/{total}", session.step_index + 1),
-    };
+    let at = position(
+        session.status,
+        session.step_index as u64,
+        (!steps.is_empty()).then_some(steps.len()),
+    );
     let active_step = steps.get(session.step_index).map(String::as_str);
     let shown = &timeline[timeline.len().saturating_sub(TIMELINE_ROWS as usize)..];
     let principal = session.principal.as_ref();
