@@ -40,6 +40,9 @@ pub enum StoreErrorKind {
     Migration,
     /// A row could not be decoded.
     Corrupt,
+    /// The database refused a write that breaks a constraint (a duplicate id): the request's
+    /// fault, not the storage's.
+    Conflict,
     /// Anything else the database reported.
     Other,
 }
@@ -70,6 +73,17 @@ impl From<sqlx::Error> for StoreError {
                 StoreErrorKind::Unavailable
             }
             sqlx::Error::Decode(_) | sqlx::Error::ColumnDecode { .. } => StoreErrorKind::Corrupt,
+            sqlx::Error::Database(d)
+                if matches!(
+                    d.kind(),
+                    sqlx::error::ErrorKind::UniqueViolation
+                        | sqlx::error::ErrorKind::ForeignKeyViolation
+                        | sqlx::error::ErrorKind::NotNullViolation
+                        | sqlx::error::ErrorKind::CheckViolation
+                ) =>
+            {
+                StoreErrorKind::Conflict
+            }
             _ => StoreErrorKind::Other,
         };
         StoreError::new(kind, e)

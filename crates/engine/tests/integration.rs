@@ -6,6 +6,7 @@ mod backends;
 mod blockers;
 mod common;
 mod docs;
+mod durability;
 mod facilitator;
 mod faults;
 mod isolation;

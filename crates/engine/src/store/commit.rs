@@ -2,14 +2,23 @@
 //! share it, so concurrent session changes pay one flush to stable storage together instead of
 //! one each (`docs/engine.md` §7.2). Each write is answered only after the transaction that holds
 //! it committed, so an acknowledged change is as durable as before.
+//!
+//! A transaction that fails is the hard part. When the database rejected one write of the batch
+//! (a duplicate id), the others deserve to commit, so each is retried alone. Any other failure is
+//! a storage fault (disk full, an I/O error, a lost connection): every write of the batch fails,
+//! none is acknowledged, and the sessions it touched leave the cache, since a commit whose
+//! answer was lost may still have happened. The backend leaves its connection clean (SQLite
+//! closes it), the fault is kept for `/readyz` until a commit succeeds again, and a readiness
+//! probe commits a harmless write through this same queue, so the store recovers by itself once
+//! the fault is gone, with or without traffic.
 
 use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{AuditEntry, StoreError, StoreErrorKind, cache::SessionCache, encode_session};
-use crate::session::Session;
+use crate::session::{Session, SessionId};
 
 /// Writes one transaction holds at most.
 pub(crate) const MAX_BATCH: usize = 256;
@@ -85,6 +94,18 @@ pub(crate) enum Write {
     },
     /// An audit entry of a call that changed no state.
     Audit(AuditEntry),
+    /// A harmless write that proves the writer can commit again (the readiness probe).
+    Probe,
+}
+
+impl Write {
+    /// The session this write changes, if any.
+    fn session(&self) -> Option<&SessionId> {
+        match self {
+            Write::Insert(row, _) | Write::Update { row, .. } => Some(&row.session.id),
+            Write::Audit(_) | Write::Probe => None,
+        }
+    }
 }
 
 /// A backend's way of applying writes in one transaction: `Ok` holds, per write, whether it
@@ -103,6 +124,8 @@ struct Job {
 #[derive(Debug, Clone)]
 pub(crate) struct Committer {
     jobs: mpsc::Sender<Job>,
+    /// The storage fault the last transaction failed with; none once one commits.
+    fault: Arc<Mutex<Option<String>>>,
 }
 
 impl Committer {
@@ -112,8 +135,33 @@ impl Committer {
     /// behind the store.
     pub(crate) fn spawn(apply: impl Apply, cache: Option<Arc<SessionCache>>) -> Self {
         let (jobs, queue) = mpsc::channel(MAX_QUEUE);
-        tokio::spawn(run(apply, cache, queue));
-        Self { jobs }
+        let fault = Arc::new(Mutex::new(None));
+        tokio::spawn(run(apply, cache, fault.clone(), queue));
+        Self { jobs, fault }
+    }
+
+    /// Whether this writer commits: while its last transaction failed on a storage fault, it
+    /// commits a probe, and says why it is unready if that fails too (`/readyz`).
+    pub(crate) async fn ready(&self) -> Result<(), StoreError> {
+        if self.fault().is_none() {
+            return Ok(());
+        }
+        self.write(Write::Probe).await.map(|_| ()).map_err(|e| {
+            StoreError::new(
+                e.kind,
+                format!(
+                    "the store cannot commit ({}); changes are refused until a commit succeeds",
+                    e.message
+                ),
+            )
+        })
+    }
+
+    fn fault(&self) -> Option<String> {
+        self.fault
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Queues a write and waits until the transaction holding it committed.
@@ -141,13 +189,27 @@ fn remember(cache: Option<&SessionCache>, write: &Write) {
     }
 }
 
-async fn run(apply: impl Apply, cache: Option<Arc<SessionCache>>, mut queue: mpsc::Receiver<Job>) {
+async fn run(
+    apply: impl Apply,
+    cache: Option<Arc<SessionCache>>,
+    fault: Arc<Mutex<Option<String>>>,
+    mut queue: mpsc::Receiver<Job>,
+) {
     let cache = cache.as_deref();
+    let record = |result: &Result<Vec<bool>, StoreError>| {
+        let mut fault = fault.lock().unwrap_or_else(PoisonError::into_inner);
+        match result {
+            Ok(_) => *fault = None,
+            Err(e) if e.kind != StoreErrorKind::Conflict => *fault = Some(e.message.clone()),
+            Err(_) => {}
+        }
+    };
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let writes: Vec<&Write> = batch.iter().map(|j| &j.write).collect();
         let applied = apply.apply(&writes).await;
         drop(writes);
+        record(&applied);
         match applied {
             Ok(results) => {
                 for (job, took) in batch.drain(..).zip(results) {
@@ -157,22 +219,35 @@ async fn run(apply: impl Apply, cache: Option<Arc<SessionCache>>, mut queue: mps
                     let _ = job.reply.send(Ok(took));
                 }
             }
-            // One bad write (a duplicate id, say) must not fail the others: each alone.
-            Err(e) if batch.len() == 1 => {
-                let _ = batch.remove(0).reply.send(Err(e));
-            }
-            Err(_) => {
+            // One write the database rejected (a duplicate id, say) must not fail the others:
+            // each alone.
+            Err(e) if e.kind == StoreErrorKind::Conflict && batch.len() > 1 => {
                 for job in batch.drain(..) {
-                    let result = apply
-                        .apply(&[&job.write])
-                        .await
-                        .map(|r| r.first().copied().unwrap_or(false));
-                    if matches!(result, Ok(true)) {
-                        remember(cache, &job.write);
+                    let result = apply.apply(&[&job.write]).await;
+                    record(&result);
+                    let result = result.map(|r| r.first().copied().unwrap_or(false));
+                    match result {
+                        Ok(true) => remember(cache, &job.write),
+                        Ok(false) => {}
+                        Err(_) => forget(cache, &job.write),
                     }
                     let _ = job.reply.send(result);
                 }
             }
+            Err(e) => {
+                for job in batch.drain(..) {
+                    forget(cache, &job.write);
+                    let _ = job.reply.send(Err(StoreError::new(e.kind, &e.message)));
+                }
+            }
         }
+    }
+}
+
+/// Drops the cached session a failed write touched: its commit may have happened after all,
+/// so the next call reads the stored row.
+fn forget(cache: Option<&SessionCache>, write: &Write) {
+    if let (Some(cache), Some(id)) = (cache, write.session()) {
+        cache.forget(std::slice::from_ref(id));
     }
 }

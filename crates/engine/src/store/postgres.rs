@@ -5,7 +5,7 @@ use std::{str::FromStr, sync::Arc};
 
 use async_trait::async_trait;
 use sqlx::{
-    Row,
+    Connection as _, Row,
     postgres::{PgConnectOptions, PgPool, PgPoolOptions},
 };
 
@@ -76,7 +76,11 @@ impl PostgresStore {
             }
         }
         admin.close().await;
-        Self::connect_with(options.options([("search_path", schema)])).await
+        // Named after the schema, so a test can find (and terminate) this store's connections.
+        let options = options
+            .options([("search_path", schema)])
+            .application_name(schema);
+        Self::connect_with(options).await
     }
 
     async fn connect_with(options: PgConnectOptions) -> Result<Self, StoreError> {
@@ -129,6 +133,9 @@ const STATEMENTS: Statements = Statements {
         attestation_sha256, reports_sha256, principal, at, organization, workflow, \
         workflow_version, step, step_index, failed, seconds) \
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+    // Any commit writes the WAL, which is what a full server disk or a lost connection refuses.
+    probe: "INSERT INTO writer_probe (id, room) VALUES (1, NULL) \
+        ON CONFLICT (id) DO UPDATE SET room = NULL",
 };
 
 /// PostgreSQL's spelling of the retention statements.
@@ -174,15 +181,25 @@ const PARAMETER: char = '$';
 #[async_trait]
 impl Apply for Transactions {
     async fn apply(&self, writes: &[&Write]) -> Result<Vec<bool>, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        if !self.durable {
-            sqlx::query("SET LOCAL synchronous_commit TO OFF")
-                .execute(&mut *tx)
-                .await?;
+        let mut conn = self.pool.acquire().await?;
+        let applied = async {
+            let mut tx = conn.begin().await?;
+            if !self.durable {
+                sqlx::query("SET LOCAL synchronous_commit TO OFF")
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let took = writes::apply::<sqlx::Postgres>(&mut tx, &STATEMENTS, writes).await?;
+            tx.commit().await?;
+            Ok(took)
         }
-        let took = writes::apply::<sqlx::Postgres>(&mut tx, &STATEMENTS, writes).await?;
-        tx.commit().await?;
-        Ok(took)
+        .await;
+        // A connection that failed mid-transaction (lost, or its server out of disk) is not
+        // trusted with the next batch: it is closed and the pool opens a fresh one.
+        if applied.is_err() {
+            conn.close_on_drop();
+        }
+        applied
     }
 }
 
@@ -301,6 +318,6 @@ impl Store for PostgresStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
+        self.changes.ready().await
     }
 }

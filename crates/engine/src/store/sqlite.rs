@@ -6,7 +6,7 @@ use std::{fs::File, path::Path, str::FromStr, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use sqlx::{
-    Row,
+    Connection as _, Row,
     sqlite::{
         SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
     },
@@ -111,8 +111,20 @@ impl SqliteStore {
             pool,
             writer: Some(Writer {
                 pool: changes.clone(),
-                changes: Committer::spawn(Transactions(changes), Some(cache.clone())),
-                audits: Committer::spawn(Transactions(audits), None),
+                changes: Committer::spawn(
+                    Transactions {
+                        pool: changes,
+                        file: !memory,
+                    },
+                    Some(cache.clone()),
+                ),
+                audits: Committer::spawn(
+                    Transactions {
+                        pool: audits,
+                        file: !memory,
+                    },
+                    None,
+                ),
                 cache,
                 _lock: lock,
             }),
@@ -179,7 +191,12 @@ fn writer_lock(path: &Path) -> Result<File, StoreError> {
 }
 
 /// Applies a batch of writes in one transaction on one pool.
-struct Transactions(SqlitePool);
+struct Transactions {
+    pool: SqlitePool,
+    /// A file database, whose connections can be replaced; a memory database lives only as
+    /// long as its one connection.
+    file: bool,
+}
 
 /// SQLite's spelling of the write statements.
 const STATEMENTS: Statements = Statements {
@@ -192,6 +209,9 @@ const STATEMENTS: Statements = Statements {
         attestation_sha256, reports_sha256, principal, at, organization, workflow, \
         workflow_version, step, step_index, failed, seconds) \
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    // Fresh pages, as a change's: a full disk refuses this as it refuses a new session.
+    probe: "INSERT INTO writer_probe (id, room) VALUES (1, zeroblob(65536)) \
+        ON CONFLICT (id) DO UPDATE SET room = excluded.room",
 };
 
 /// SQLite's spelling of the retention statements.
@@ -236,10 +256,22 @@ const PARAMETER: char = '?';
 #[async_trait]
 impl Apply for Transactions {
     async fn apply(&self, writes: &[&Write]) -> Result<Vec<bool>, StoreError> {
-        let mut tx = self.0.begin().await?;
-        let took = writes::apply::<sqlx::Sqlite>(&mut tx, &STATEMENTS, writes).await?;
-        tx.commit().await?;
-        Ok(took)
+        let mut conn = self.pool.acquire().await?;
+        let applied = async {
+            let mut tx = conn.begin().await?;
+            let took = writes::apply::<sqlx::Sqlite>(&mut tx, &STATEMENTS, writes).await?;
+            tx.commit().await?;
+            Ok(took)
+        }
+        .await;
+        // SQLite rolls a transaction back by itself on some faults (SQLITE_FULL, SQLITE_IOERR)
+        // and not on others, so after a failure the connection may sit inside a transaction its
+        // driver no longer tracks, and later "commits" would only release savepoints in it:
+        // close it, and the next batch starts on a fresh one (`docs/engine.md` §7.2).
+        if applied.is_err() && self.file {
+            conn.close_on_drop();
+        }
+        applied
     }
 }
 
@@ -358,6 +390,9 @@ impl Store for SqliteStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
+        if let Some(writer) = &self.writer {
+            writer.changes.ready().await?;
+        }
         Ok(())
     }
 }

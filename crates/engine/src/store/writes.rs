@@ -20,7 +20,10 @@ pub(crate) struct Statements {
     /// An audit entry (16 values, in [`AuditEntry`]'s order, its workflow and judgement
     /// spread over columns).
     pub(crate) insert_audit: &'static str,
+    /// The readiness probe's write, which needs room as a change does (no values).
+    pub(crate) probe: &'static str,
 }
+
 
 /// Applies writes on one connection (inside the caller's transaction): whether each took effect.
 pub(crate) async fn apply<DB>(
@@ -70,6 +73,10 @@ where
             }
             Write::Audit(audit) => {
                 insert_audit::<DB>(&mut *conn, sql, audit).await?;
+                true
+            }
+            Write::Probe => {
+                sqlx::query::<DB>(sql.probe).execute(&mut *conn).await?;
                 true
             }
         });
