@@ -93,6 +93,49 @@ async fn a_sqlite_file_has_one_writer_process() {
     SqliteStore::open(&url).await.unwrap();
 }
 
+/// The writer lock belongs to the file, not to its spelling: the same database reached through
+/// a symlinked file or a symlinked folder is refused while a writer holds it, and a database
+/// with a second hard link, which no lock could tie to the first name, is refused outright.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_spelling_of_a_sqlite_file_starts_a_second_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("one.db");
+    let first = SqliteStore::open(&format!("sqlite://{}", real.display()))
+        .await
+        .unwrap();
+    std::os::unix::fs::symlink(&real, dir.path().join("link.db")).unwrap();
+    std::os::unix::fs::symlink(dir.path(), dir.path().join("folder")).unwrap();
+    for spelling in [
+        dir.path().join("link.db"),
+        dir.path().join("folder").join("one.db"),
+        dir.path().join(".").join("one.db"),
+    ] {
+        let refused = SqliteStore::open(&format!("sqlite://{}", spelling.display()))
+            .await
+            .unwrap_err();
+        assert!(
+            refused.message.contains("in use by another process"),
+            "{}: {}",
+            spelling.display(),
+            refused.message
+        );
+    }
+    drop(first);
+
+    std::fs::hard_link(&real, dir.path().join("hard.db")).unwrap();
+    for spelling in [&real, &dir.path().join("hard.db")] {
+        let refused = SqliteStore::open(&format!("sqlite://{}", spelling.display()))
+            .await
+            .unwrap_err();
+        assert!(
+            refused.message.contains("2 hard links"),
+            "{}: {}",
+            spelling.display(),
+            refused.message
+        );
+    }
+}
+
 /// The audit log stays append-only to anything but retention: a delete of a row younger than
 /// the cutoff retention recorded is refused by the database itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

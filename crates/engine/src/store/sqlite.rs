@@ -157,8 +157,42 @@ impl SqliteStore {
 
 /// Takes the advisory lock that makes this process the only writer of the database at `path`,
 /// so sessions can be served from memory. SQLite serves one process; replicas share PostgreSQL.
+///
+/// The lock is named after the file, not after its spelling: `PATH.lock` beside the path with
+/// every symlink resolved, so another spelling of the same file (through a symlinked folder or
+/// file) takes the same lock. A second hard link would be a second name with no way to find the
+/// first, and SQLite would keep a second WAL beside it, so a file with more than one link is
+/// refused. (The database file itself is not locked: closing any handle of it would drop the
+/// locks SQLite holds on it.)
 fn writer_lock(path: &Path) -> Result<File, StoreError> {
-    let mut name = path.as_os_str().to_owned();
+    let unavailable = |message: String| StoreError::new(StoreErrorKind::Unavailable, message);
+    let resolved = match std::fs::metadata(path) {
+        Ok(meta) => {
+            use std::os::unix::fs::MetadataExt as _;
+            if meta.nlink() > 1 {
+                return Err(unavailable(format!(
+                    "the SQLite database {} has {} hard links: give it one name, since two \
+                     names could start two writers",
+                    path.display(),
+                    meta.nlink()
+                )));
+            }
+            std::fs::canonicalize(path)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let parent = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            let name = path.file_name().ok_or_else(|| {
+                unavailable(format!("{} names no database file", path.display()))
+            })?;
+            std::fs::canonicalize(parent).map(|p| p.join(name))
+        }
+        Err(e) => Err(e),
+    }
+    .map_err(|e| unavailable(format!("cannot resolve {}: {e}", path.display())))?;
+    let mut name = resolved.as_os_str().to_owned();
     name.push(".lock");
     let lock_path = Path::new(&name);
     let file = File::options()
@@ -167,26 +201,23 @@ fn writer_lock(path: &Path) -> Result<File, StoreError> {
         .write(true)
         .open(lock_path)
         .map_err(|e| {
-            StoreError::new(
-                StoreErrorKind::Unavailable,
-                format!("cannot open the writer lock {}: {e}", lock_path.display()),
-            )
+            unavailable(format!(
+                "cannot open the writer lock {}: {e}",
+                lock_path.display()
+            ))
         })?;
     match file.try_lock() {
         Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::new(
-            StoreErrorKind::Unavailable,
-            format!(
-                "the SQLite database {} is in use by another process (it holds {}); SQLite \
-                 serves one process: stop the other one, or share PostgreSQL between replicas",
-                path.display(),
-                lock_path.display()
-            ),
-        )),
-        Err(std::fs::TryLockError::Error(e)) => Err(StoreError::new(
-            StoreErrorKind::Unavailable,
-            format!("cannot lock {}: {e}", lock_path.display()),
-        )),
+        Err(std::fs::TryLockError::WouldBlock) => Err(unavailable(format!(
+            "the SQLite database {} is in use by another process (it holds {}); SQLite \
+             serves one process: stop the other one, or share PostgreSQL between replicas",
+            path.display(),
+            lock_path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(unavailable(format!(
+            "cannot lock {}: {e}",
+            lock_path.display()
+        ))),
     }
 }
 
