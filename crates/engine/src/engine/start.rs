@@ -32,8 +32,8 @@ impl Engine {
             .idempotency_key
             .as_ref()
             .map(|key| self.key.keyed_session(principal, key.as_str()));
-        if let Some(key) = &req.idempotency_key
-            && let Some(existing) = self.keyed_start(key.as_str(), principal).await?
+        if let (Some(id), Some(key)) = (&keyed, &req.idempotency_key)
+            && let Some(existing) = self.keyed_start(id, key.as_str(), principal).await?
         {
             return self.start_again(existing, &change, principal).await;
         }
@@ -161,16 +161,16 @@ impl Engine {
     }
 
     /// The session a start with idempotency key `key` made for this caller's tenant, if any:
-    /// the one its (organization, subject) derives, or one that versions keying by the subject
-    /// alone stored for this very principal (`docs/engine.md` §3.2). The same subject of another
+    /// `id`, the one its (organization, subject) derives, or one that versions keying by the
+    /// subject alone stored for this very principal (`docs/engine.md` §3.2). The same subject of another
     /// tenant never finds the latter: it starts a session of its own.
     async fn keyed_start(
         &self,
+        id: &SessionId,
         key: &str,
         principal: Option<&Principal>,
     ) -> Result<Option<Arc<Session>>, EngineError> {
-        let id = self.key.keyed_session(principal, key);
-        if let Some(existing) = self.store.load_session(&id).await? {
+        if let Some(existing) = self.store.load_session(id).await? {
             return Ok(Some(existing));
         }
         let earlier = self.key.subject_keyed_session(principal, key);
