@@ -9,11 +9,13 @@ use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::session::SessionId;
+use crate::session::{Principal, SessionId};
 
 const PREFIX: &str = "rc1";
 const DOMAIN: &str = "rimthan-checkpoint/1";
-const START_DOMAIN: &str = "rimthan-keyed-start/1";
+const START_DOMAIN: &str = "rimthan-keyed-start/2";
+/// The derivation of versions that keyed a start by the subject alone (`docs/engine.md` §3.2).
+const SUBJECT_START_DOMAIN: &str = "rimthan-keyed-start/1";
 /// Bytes of secret a checkpoint key needs at least.
 pub const MIN_SECRET_BYTES: usize = 32;
 
@@ -61,11 +63,29 @@ impl CheckpointKey {
         format!("{PREFIX}.{session}.{seq}.{}", URL_SAFE_NO_PAD.encode(tag))
     }
 
-    /// The session id a start with idempotency key `key` gets for the caller `owner` (empty
-    /// without auth): a MAC, so only this server's key derives it.
-    pub(crate) fn keyed_session(&self, owner: &str, key: &str) -> SessionId {
+    /// The session id a start with idempotency key `key` gets for `caller`'s tenant, its
+    /// organization and subject (none without auth): a MAC, so only this server's key derives it.
+    pub(crate) fn keyed_session(&self, caller: Option<&Principal>, key: &str) -> SessionId {
+        // Compact JSON holds no raw newline and tells a missing organization from any name.
+        let tenant = serde_json::to_string(&caller.map(|p| (&p.organization, &p.subject)))
+            .expect("strings serialize");
+        self.start_mac(START_DOMAIN, &tenant, key)
+    }
+
+    /// The id versions before the organization was the tenant derived for `caller` and `key`:
+    /// from the subject alone (empty without auth).
+    pub(crate) fn subject_keyed_session(&self, caller: Option<&Principal>, key: &str) -> SessionId {
+        let owner = caller.map_or("", |p| p.subject.as_str());
+        self.start_mac(
+            SUBJECT_START_DOMAIN,
+            &format!("{}\n{owner}", owner.len()),
+            key,
+        )
+    }
+
+    fn start_mac(&self, domain: &str, caller: &str, key: &str) -> SessionId {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key size");
-        mac.update(format!("{START_DOMAIN}\n{}\n{owner}\n{key}", owner.len()).as_bytes());
+        mac.update(format!("{domain}\n{caller}\n{key}").as_bytes());
         SessionId::from_mac(&mac.finalize().into_bytes())
     }
 
@@ -118,6 +138,35 @@ mod tests {
         let bumped = token.replacen(".3.", ".4.", 1);
         assert_eq!(key().verify(&bumped), None);
         assert!(CheckpointKey::new(vec![1; 31]).is_none());
+    }
+
+    #[test]
+    fn keyed_starts_derive_one_id_per_organization_and_subject() {
+        let who = |subject: &str, organization: Option<&str>| Principal {
+            subject: subject.into(),
+            organization: organization.map(str::to_owned),
+        };
+        let callers = [
+            None,
+            Some(who("ada", None)),
+            Some(who("ada", Some("lab"))),
+            Some(who("ada", Some("field"))),
+            Some(who("lab", Some("ada"))),
+            Some(who("grace", Some("lab"))),
+        ];
+        let ids: std::collections::BTreeSet<_> = callers
+            .iter()
+            .map(|c| key().keyed_session(c.as_ref(), "run-1"))
+            .collect();
+        assert_eq!(ids.len(), callers.len());
+        let ada = who("ada", Some("lab"));
+        // What versions keying by the subject alone derived, so their sessions are found.
+        assert_eq!(
+            key()
+                .subject_keyed_session(Some(&ada), "harness-run-legacy")
+                .as_str(),
+            "09e8646f7b6ce99e098ab50c3927c49c"
+        );
     }
 
     proptest! {

@@ -508,6 +508,22 @@ macro_rules! backend {
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn equal_subjects_of_two_organizations_are_two_tenants() {
+                let Some((store, _guard)) = ($store) else {
+                    return;
+                };
+                crate::tenants::equal_subjects_of_two_organizations_are_two_tenants(store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_key_reused_by_its_owner_finds_the_session_an_earlier_version_derived() {
+                let Some((store, _guard)) = ($store) else {
+                    return;
+                };
+                crate::tenants::a_key_reused_by_its_owner_finds_the_session_an_earlier_version_derived(store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn tampered_checkpoints_are_invalid() {
                 let Some((store, _guard)) = ($store) else {
                     return;

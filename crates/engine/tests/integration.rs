@@ -13,3 +13,4 @@ mod isolation;
 mod replicas;
 mod report_contracts;
 mod submissions;
+mod tenants;

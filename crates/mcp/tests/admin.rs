@@ -36,10 +36,10 @@ fn token_file(dir: &std::path::Path) -> std::path::PathBuf {
 }
 
 /// The status line, headers and body of a raw GET or POST.
-struct Answer {
-    status: u16,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
     head: String,
-    body: String,
+    pub(crate) body: String,
 }
 
 async fn send(addr: std::net::SocketAddr, request: String) -> Answer {
@@ -65,7 +65,7 @@ async fn get(addr: std::net::SocketAddr, path: &str, headers: &str) -> Answer {
     .await
 }
 
-async fn get_as(addr: std::net::SocketAddr, path: &str, token: &str) -> Answer {
+pub(crate) async fn get_as(addr: std::net::SocketAddr, path: &str, token: &str) -> Answer {
     get(addr, path, &format!("Authorization: Bearer {token}\r\n")).await
 }
 

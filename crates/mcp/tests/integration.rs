@@ -11,4 +11,5 @@ mod http;
 mod operation;
 mod profiles;
 mod resources;
+mod tenants;
 mod tools;

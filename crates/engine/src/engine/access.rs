@@ -99,15 +99,17 @@ pub(super) fn access_denied() -> Failure {
     )
 }
 
-/// Whether `caller` may act on a session owned by `owner`: the same subject, or the same
-/// organization (the authenticated Git handoff). Unowned sessions are open to any caller.
+/// Whether `caller` may act on a session owned by `owner`. The organization is the tenant, and
+/// a principal of none is a tenant apart (`docs/engine.md` §3.2): only the owner's tenant may
+/// act, any subject of the owner's organization (the authenticated Git handoff), or the owner
+/// itself. Unowned sessions are open to any caller.
 pub(super) fn may_act(owner: Option<&Principal>, caller: Option<&Principal>) -> bool {
     match (owner, caller) {
         (None, _) => true,
         (Some(_), None) => false,
         (Some(owner), Some(caller)) => {
-            owner.subject == caller.subject
-                || owner.organization.is_some() && owner.organization == caller.organization
+            owner.organization == caller.organization
+                && (owner.organization.is_some() || owner.subject == caller.subject)
         }
     }
 }

@@ -28,12 +28,12 @@ impl Engine {
         principal: Option<&Principal>,
     ) -> Result<StartResult, EngineError> {
         let change = Evidence::change(ChangeTool::Start, &req);
-        let keyed = req.idempotency_key.as_ref().map(|key| {
-            let owner = principal.map_or("", |p| p.subject.as_str());
-            self.key.keyed_session(owner, key.as_str())
-        });
-        if let Some(id) = &keyed
-            && let Some(existing) = self.store.load_session(id).await?
+        let keyed = req
+            .idempotency_key
+            .as_ref()
+            .map(|key| self.key.keyed_session(principal, key.as_str()));
+        if let (Some(id), Some(key)) = (&keyed, &req.idempotency_key)
+            && let Some(existing) = self.keyed_start(id, key.as_str(), principal).await?
         {
             return self.start_again(existing, &change, principal).await;
         }
@@ -158,6 +158,27 @@ impl Engine {
             };
         }
         Ok(StartResult::Active(Box::new(payload)))
+    }
+
+    /// The session a start with idempotency key `key` made for this caller's tenant, if any:
+    /// `id`, the one its (organization, subject) derives, or one that versions keying by the
+    /// subject alone stored for this very principal (`docs/engine.md` §3.2). The same subject of another
+    /// tenant never finds the latter: it starts a session of its own.
+    async fn keyed_start(
+        &self,
+        id: &SessionId,
+        key: &str,
+        principal: Option<&Principal>,
+    ) -> Result<Option<Arc<Session>>, EngineError> {
+        if let Some(existing) = self.store.load_session(id).await? {
+            return Ok(Some(existing));
+        }
+        let earlier = self.key.subject_keyed_session(principal, key);
+        Ok(self
+            .store
+            .load_session(&earlier)
+            .await?
+            .filter(|s| s.principal.as_ref() == principal))
     }
 
     /// A keyed start whose session exists: the identical request gets the session's answer
