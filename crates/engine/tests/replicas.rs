@@ -59,6 +59,38 @@ async fn replicas_never_serve_a_step_older_than_the_store() {
     assert!(changes >= 2, "the workflow moved through one replica only");
 }
 
+/// Retention on one replica is seen by the other: replica A prunes a completed session that
+/// replica B still holds in memory, the owner starts again with the same idempotency key (the
+/// same session id) through B, and B serves every step of the new session, never its copy of
+/// the pruned one, even when the new session reaches the revision the pruned one had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_tell_a_session_started_anew_from_the_one_retention_pruned() {
+    let Some([a, b]) = postgres_replicas().await else {
+        return;
+    };
+    let (pruner, server) = (engine_on(a.clone()).await, engine_on(b).await);
+    let mut start = start_request("claude-code");
+    start.idempotency_key = Some("nightly-run".to_owned().try_into().unwrap());
+    let mut pruned = active(pruner.start(start.clone(), None).await.unwrap());
+    while pruned.status != Status::Completed {
+        pruned = pass_step(&pruner, &pruned, &start).await;
+        step_active(read(&server, &pruned.checkpoint).await);
+    }
+    // A pruned session is older than anything that replaces it; the store tells them apart by
+    // their creation times, which are whole seconds.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let gone = a.prune("9999-12-31T00:00:00Z").await.unwrap();
+    assert_eq!(gone.sessions, 1);
+
+    let mut anew = active(server.start(start.clone(), None).await.unwrap());
+    assert_eq!(anew.session_id, pruned.session_id);
+    assert_eq!(anew.step.as_ref().unwrap().id, "setup-workspace");
+    while anew.status != Status::Completed {
+        anew = pass_step(&server, &anew, &start).await;
+        assert_eq!(step_active(read(&server, &anew.checkpoint).await), anew);
+    }
+}
+
 /// A second process cannot open a SQLite file another one writes: its cache would go stale
 /// behind the first one's changes. The lock goes with the store. Reading beside the writer (an
 /// inspection command) is allowed, and sees what the writer committed.

@@ -84,11 +84,13 @@ impl SessionCache {
     }
 }
 
+/// Keeps `session` unless the cache holds a later revision of the same session. A session
+/// created at another time under the same id (pruned, then started anew from its idempotency
+/// key) is another session, whatever its revision.
 fn put(inner: &mut Inner, session: Arc<Session>) {
-    let newer = inner
-        .sessions
-        .get(&session.id)
-        .is_none_or(|cached| cached.revision < session.revision);
+    let newer = inner.sessions.get(&session.id).is_none_or(|cached| {
+        cached.created_at != session.created_at || cached.revision < session.revision
+    });
     if newer {
         inner.sessions.insert(session.id.clone(), session);
     }

@@ -234,15 +234,25 @@ impl Store for PostgresStore {
 
     async fn load_session(&self, id: &SessionId) -> Result<Option<Arc<Session>>, StoreError> {
         if let Some(cached) = self.cache.get(id) {
-            // Another replica may have changed it: the revision alone says whether it did.
-            let stored: Option<i64> =
-                sqlx::query_scalar("SELECT revision FROM sessions WHERE id = $1")
+            // Another replica may have changed it, or pruned it and started it anew from the
+            // same idempotency key: its revision and creation time together say whether it did.
+            // (A pruned session was created over a day before the one that replaces it, since
+            // retention keeps at least a day.)
+            let stored: Option<(i64, String)> =
+                sqlx::query_as("SELECT revision, created_at FROM sessions WHERE id = $1")
                     .bind(id.as_str())
                     .fetch_optional(&self.pool)
                     .await?;
             match stored {
-                None => return Ok(None),
-                Some(r) if r as u64 == cached.revision => return Ok(Some(cached)),
+                None => {
+                    self.cache.forget(std::slice::from_ref(id));
+                    return Ok(None);
+                }
+                Some((revision, created_at))
+                    if revision as u64 == cached.revision && created_at == cached.created_at =>
+                {
+                    return Ok(Some(cached));
+                }
                 Some(_) => {}
             }
         }
