@@ -126,4 +126,21 @@ fn retain_days_deletes_old_audit_entries_at_start_and_keeps_recent_ones() {
         .output()
         .unwrap();
     assert_eq!(refused.status.code(), Some(2), "0 days is a usage error");
+    // A cutoff further back than any time is refused at start, naming the range, rather than
+    // killing the retention task later.
+    let refused = Command::new(BIN)
+        .args(["serve", "--database-url", &database])
+        .args(["--retain-days", "4294967295"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "an endless age is a usage error"
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("--retain-days") && stderr.contains("36500"),
+        "{stderr}"
+    );
 }

@@ -111,7 +111,11 @@ async fn sqlite_disk_full_loses_no_acknowledged_session() {
     for _ in 0..3 {
         acknowledged.extend(start_one(&engine).await);
     }
-    assert_eq!(acknowledged.len(), 3, "starts failed before the disk filled");
+    assert_eq!(
+        acknowledged.len(),
+        3,
+        "starts failed before the disk filled"
+    );
 
     let filler = disk.fill();
     let mut refused = 0;
@@ -134,7 +138,11 @@ async fn sqlite_disk_full_loses_no_acknowledged_session() {
     for _ in 0..5 {
         after.extend(start_one(&engine).await);
     }
-    assert_eq!(after.len(), 5, "the store did not recover once space returned");
+    assert_eq!(
+        after.len(),
+        5,
+        "the store did not recover once space returned"
+    );
     acknowledged.extend(after);
     store.ping().await.unwrap();
 
@@ -200,12 +208,19 @@ async fn postgres_writer_connection_killed_loses_no_acknowledged_session() {
             }
         }
     }
-    assert!(refused > 0, "no start failed while its connection was killed");
+    assert!(
+        refused > 0,
+        "no start failed while its connection was killed"
+    );
     let mut after = Vec::new();
     for _ in 0..5 {
         after.extend(start_one(&engine).await);
     }
-    assert_eq!(after.len(), 5, "the store did not recover from lost connections");
+    assert_eq!(
+        after.len(),
+        5,
+        "the store did not recover from lost connections"
+    );
     acknowledged.extend(after);
     let reopened = PostgresStore::connect_in_schema(&url, &schema)
         .await

@@ -26,6 +26,7 @@ pub mod reload;
 mod replay;
 mod server;
 mod sessions;
+pub mod tasks;
 mod tools;
 
 pub use catalogue::{MAX_URI_BYTES, META_CACHE_SCOPE, PAGE_SIZE, TTL_IMMUTABLE_MS, TTL_MOVING_MS};

@@ -34,6 +34,11 @@ struct ToolLabel {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskLabel {
+    task: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReleaseLabels {
     channel: String,
     release: String,
@@ -51,6 +56,7 @@ pub struct Metrics {
     store_errors: Counter,
     reload_failures: Counter,
     releases_rewritten: Counter,
+    task_failures: Family<TaskLabel, Counter>,
 }
 
 /// What the metrics page shows besides the counters, read when it is rendered.
@@ -99,6 +105,12 @@ impl Default for Metrics {
             "Reloads refused because a release in use came back with another manifest",
             releases_rewritten.clone(),
         );
+        let task_failures = Family::<TaskLabel, Counter>::default();
+        registry.register(
+            "rimthan_background_task_failures",
+            "Background tasks that failed (a retention pass, or a task that panicked and was started again)",
+            task_failures.clone(),
+        );
         Self {
             registry,
             calls,
@@ -106,6 +118,7 @@ impl Default for Metrics {
             store_errors,
             reload_failures,
             releases_rewritten,
+            task_failures,
         }
     }
 }
@@ -143,6 +156,11 @@ impl Metrics {
         if rewritten {
             self.releases_rewritten.inc();
         }
+    }
+
+    /// Counts a failure of the background task `task`.
+    pub fn background_task_failure(&self, task: &'static str) {
+        self.task_failures.get_or_create(&TaskLabel { task }).inc();
     }
 
     /// The OpenMetrics text exposition ([`CONTENT_TYPE`]).

@@ -11,5 +11,6 @@ mod http;
 mod operation;
 mod profiles;
 mod resources;
+mod tasks;
 mod tenants;
 mod tools;

@@ -132,31 +132,40 @@ pub(crate) struct ServeArgs {
     log_format: String,
     /// Delete audit entries older than this many days, and completed sessions last changed
     /// before then (hourly, and at start); default: keep everything.
-    #[arg(long, env = "RIMTHAN_RETAIN_DAYS", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, env = "RIMTHAN_RETAIN_DAYS", value_parser = clap::value_parser!(u32).range(1..=MAX_RETAIN_DAYS as i64))]
     retain_days: Option<u32>,
 }
 
 /// How often retention runs, after the pass at start.
 const RETENTION_INTERVAL: Duration = Duration::from_secs(3600);
 
+/// The longest `--retain-days` (100 years): the cutoff of anything longer is not a time.
+const MAX_RETAIN_DAYS: u32 = 36_500;
+
 /// Runs retention now and every [`RETENTION_INTERVAL`] (`docs/engine.md` §7.3); a failed pass is
-/// logged and retried at the next one.
-fn retain(store: Arc<dyn rimthan_engine::Store>, days: u32) {
+/// logged, counted, and retried at the next one; a task that dies is started again
+/// (`rimthan_mcp::tasks`).
+fn retain(store: Arc<dyn rimthan_engine::Store>, days: u32, metrics: Arc<rimthan_mcp::Metrics>) {
     let keep = Age::days(days);
-    tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(RETENTION_INTERVAL);
-        loop {
-            ticks.tick().await;
-            let before = keep.cutoff();
-            match store.prune(&before).await {
-                Ok(pruned) => tracing::info!(
-                    %before,
-                    audit_entries = pruned.audit_entries,
-                    sessions = pruned.sessions,
-                    "retention pass"
-                ),
-                Err(e) => {
-                    tracing::warn!(error = %e, "retention pass failed; retrying at the next one")
+    let counted = metrics.clone();
+    rimthan_mcp::tasks::supervise("retention", metrics, move || {
+        let (store, metrics) = (store.clone(), counted.clone());
+        async move {
+            let mut ticks = tokio::time::interval(RETENTION_INTERVAL);
+            loop {
+                ticks.tick().await;
+                let before = keep.cutoff();
+                match store.prune(&before).await {
+                    Ok(pruned) => tracing::info!(
+                        %before,
+                        audit_entries = pruned.audit_entries,
+                        sessions = pruned.sessions,
+                        "retention pass"
+                    ),
+                    Err(e) => {
+                        metrics.background_task_failure("retention");
+                        tracing::error!(error = %e, "retention pass failed; retrying at the next one")
+                    }
                 }
             }
         }
@@ -233,12 +242,12 @@ impl ServeArgs {
             .build()?;
         runtime.block_on(async move {
             let store = rimthan_engine::store::open(&database_url).await?;
-            if let Some(days) = self.retain_days {
-                retain(store.clone(), days);
-            }
             let releases = Arc::new(Releases::new(registry, channel));
-            let engine = Arc::new(Engine::new(releases, store, secret).await?);
+            let engine = Arc::new(Engine::new(releases, store.clone(), secret).await?);
             let server = RimthanServer::new(engine, profile);
+            if let Some(days) = self.retain_days {
+                retain(store, days, server.metrics().clone());
+            }
             if let Some(auth) = &auth {
                 auth.verifier.start();
                 reload_credentials_on_hangup(auth.verifier.clone());

@@ -49,11 +49,17 @@ impl Age {
     /// The time this long ago, spelled as the store spells times (RFC 3339, UTC, whole
     /// seconds), so it compares with stored times as text.
     pub fn cutoff(self) -> String {
-        (time::OffsetDateTime::now_utc() - self.0)
-            .replace_nanosecond(0)
-            .expect("0 ns is valid")
-            .format(&time::format_description::well_known::Rfc3339)
-            .expect("UTC times format")
+        // Before year 1 (an age of over 2,000 years), nothing is older: the earliest time.
+        time::OffsetDateTime::now_utc()
+            .checked_sub(self.0)
+            .filter(|t| t.year() >= 1)
+            .and_then(|t| {
+                t.replace_nanosecond(0)
+                    .ok()?
+                    .format(&time::format_description::well_known::Rfc3339)
+                    .ok()
+            })
+            .unwrap_or_else(|| "0001-01-01T00:00:00Z".to_owned())
     }
 }
 

@@ -184,9 +184,9 @@ fn writer_lock(path: &Path) -> Result<File, StoreError> {
                 Some(p) if !p.as_os_str().is_empty() => p,
                 _ => Path::new("."),
             };
-            let name = path.file_name().ok_or_else(|| {
-                unavailable(format!("{} names no database file", path.display()))
-            })?;
+            let name = path
+                .file_name()
+                .ok_or_else(|| unavailable(format!("{} names no database file", path.display())))?;
             std::fs::canonicalize(parent).map(|p| p.join(name))
         }
         Err(e) => Err(e),

@@ -24,7 +24,6 @@ pub(crate) struct Statements {
     pub(crate) probe: &'static str,
 }
 
-
 /// Applies writes on one connection (inside the caller's transaction): whether each took effect.
 pub(crate) async fn apply<DB>(
     conn: &mut DB::Connection,
