@@ -160,7 +160,13 @@ fn sigterm_ends_the_process_after_a_named_pipe_sat_in_the_registry() {
         ],
     );
     let fifo = registry.join("keys/pipe.json");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
     // Long enough for several reloads to meet the pipe.
     std::thread::sleep(Duration::from_secs(3));
     terminate(&child);

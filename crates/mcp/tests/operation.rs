@@ -371,7 +371,10 @@ async fn a_named_pipe_in_the_registry_never_wedges_reloading() {
         panic!("a reload waited on a named pipe");
     };
     let refused = done.unwrap().unwrap_err().to_string();
-    assert!(refused.contains("keys/pipe.json: is a named pipe"), "{refused}");
+    assert!(
+        refused.contains("keys/pipe.json: is a named pipe"),
+        "{refused}"
+    );
 
     // The live reloader keeps refusing while the pipe is there, then picks up the promotion.
     let task = rimthan_mcp::reload::spawn(
@@ -390,7 +393,10 @@ async fn a_named_pipe_in_the_registry_never_wedges_reloading() {
     std::fs::remove_file(&fifo).unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while active_release(&server) != "2027.02.0" {
-        assert!(tokio::time::Instant::now() < deadline, "the promotion was never picked up");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the promotion was never picked up"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     task.abort();

@@ -80,7 +80,11 @@ fn a_symlinked_step_file_is_not_built() {
     let (source, outside) = source_copy();
     let rel = format!("{VERSION}/steps/gather-sources.md");
     replace_with_symlink(source.path(), &rel, outside.path());
-    assert_names(&build(source.path()).unwrap_err(), "symlink_not_allowed", &rel);
+    assert_names(
+        &build(source.path()).unwrap_err(),
+        "symlink_not_allowed",
+        &rel,
+    );
 }
 
 #[test]
@@ -88,7 +92,11 @@ fn a_symlinked_example_file_is_not_built() {
     let (source, outside) = source_copy();
     let rel = format!("{VERSION}/examples/research/notes.md");
     replace_with_symlink(source.path(), &rel, outside.path());
-    assert_names(&build(source.path()).unwrap_err(), "symlink_not_allowed", &rel);
+    assert_names(
+        &build(source.path()).unwrap_err(),
+        "symlink_not_allowed",
+        &rel,
+    );
 }
 
 #[test]
@@ -96,7 +104,11 @@ fn a_symlinked_example_folder_is_not_built() {
     let (source, outside) = source_copy();
     let rel = format!("{VERSION}/examples/research");
     replace_with_symlink(source.path(), &rel, outside.path());
-    assert_names(&build(source.path()).unwrap_err(), "symlink_not_allowed", &rel);
+    assert_names(
+        &build(source.path()).unwrap_err(),
+        "symlink_not_allowed",
+        &rel,
+    );
 }
 
 #[test]
@@ -128,7 +140,11 @@ fn a_named_pipe_step_file_is_refused_promptly() {
     std::fs::remove_file(&fifo).unwrap();
     mkfifo(&fifo);
     let dir = source.path().to_owned();
-    let err = within(Duration::from_secs(10), move || build(&dir), || release_reader(&fifo));
+    let err = within(
+        Duration::from_secs(10),
+        move || build(&dir),
+        || release_reader(&fifo),
+    );
     assert_names(&err.unwrap_err(), "not_a_regular_file", &rel);
 }
 

@@ -181,8 +181,8 @@ impl Project {
             Err(Errno::EXIST) => {}
             other => return other.map_err(|e| StageError::io(&shown, e.into())),
         }
-        let stat =
-            rfs::statat(dir, tmp, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| StageError::io(&shown, e.into()))?;
+        let stat = rfs::statat(dir, tmp, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| StageError::io(&shown, e.into()))?;
         match FileType::from_raw_mode(stat.st_mode) {
             FileType::RegularFile => {}
             FileType::Symlink => {

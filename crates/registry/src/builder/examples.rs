@@ -53,8 +53,8 @@ pub(super) fn attach(dir: &Path, steps: &mut [StepDoc]) -> Result<(), RegistryEr
         }
         // Bounded by the file limit too, whatever max_bytes says (verification checks it later).
         let limit = output.max_bytes.min(MAX_FILE_BYTES);
-        let bytes = read_regular(&path, &path.display().to_string(), limit).map_err(
-            |e| match e {
+        let bytes =
+            read_regular(&path, &path.display().to_string(), limit).map_err(|e| match e {
                 RegistryError::EntryTooLarge { bytes, .. } => source_error(
                     &path,
                     format!(
@@ -63,8 +63,7 @@ pub(super) fn attach(dir: &Path, steps: &mut [StepDoc]) -> Result<(), RegistryEr
                     ),
                 ),
                 other => other,
-            },
-        )?;
+            })?;
         let text = String::from_utf8(bytes).map_err(|_| {
             source_error(
                 &path,

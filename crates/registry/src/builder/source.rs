@@ -155,7 +155,11 @@ pub(super) fn sorted_names(dir: &Path) -> Result<Vec<String>, RegistryError> {
     let mut names = Vec::new();
     for item in fs::read_dir(dir).map_err(RegistryError::io(dir))? {
         let item = item.map_err(RegistryError::io(dir))?;
-        if item.file_type().map_err(RegistryError::io(dir))?.is_symlink() {
+        if item
+            .file_type()
+            .map_err(RegistryError::io(dir))?
+            .is_symlink()
+        {
             return Err(RegistryError::SymlinkNotAllowed {
                 file: item.path().display().to_string(),
             });
