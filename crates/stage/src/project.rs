@@ -110,14 +110,9 @@ impl Project {
             .union(OFlags::CLOEXEC);
         let mut dir = rfs::open(&self.root, DIR, Mode::empty())
             .map_err(|e| StageError::io(&self.root, e.into()))?;
-        let (name, parents) = rel
-            .split('/')
-            .collect::<Vec<_>>()
-            .split_last()
-            .map(|(name, parents)| (*name, parents.to_vec()))
-            .expect("split yields at least one part");
+        let (parents, name) = rel.rsplit_once('/').unwrap_or(("", rel));
         let mut walked = PathBuf::new();
-        for part in parents {
+        for part in parents.split('/').filter(|p| !p.is_empty()) {
             walked.push(part);
             let opened = match rfs::openat(&dir, part, DIR, Mode::empty()) {
                 Err(Errno::NOENT) => match rfs::mkdirat(&dir, part, Mode::from_raw_mode(0o777)) {
@@ -250,6 +245,29 @@ mod tests {
         assert!(back.symlink_free);
         assert!(project.write("../escape.md", b"x").is_err());
         assert!(project.write(".git/config", b"x").is_err());
+    }
+
+    #[test]
+    fn a_leftover_temporary_file_is_replaced_and_a_symlinked_folder_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let project = Project::open(dir.path()).unwrap();
+        std::fs::create_dir_all(dir.path().join("research")).unwrap();
+        std::fs::write(dir.path().join("research/a.rimthan-stage-tmp"), b"crashed").unwrap();
+        project.write("research/a.md", b"hello").unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("research/a.md")).unwrap(),
+            b"hello"
+        );
+        assert!(!dir.path().join("research/a.rimthan-stage-tmp").exists());
+
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("notes")).unwrap();
+        let err = project.write("notes/b.md", b"x").unwrap_err();
+        assert!(
+            matches!(&err, StageError::SymlinkInProject { path } if path == "notes"),
+            "{err}"
+        );
+        assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
     }
 
     #[cfg(unix)]
