@@ -1,6 +1,7 @@
 //! `rimthan serve` under a descriptor limit and on SIGTERM: idle sockets beyond what the
-//! process may hold are reaped so `/healthz` is answered, and a client that never finishes its
-//! request head does not keep the process alive after SIGTERM.
+//! process may hold are reaped so `/healthz` is answered, and neither a client that never
+//! finishes its request head nor a named pipe in the registry folder keeps the process alive
+//! after SIGTERM.
 #![cfg(unix)]
 
 use std::{
@@ -117,4 +118,58 @@ fn sigterm_ends_the_process_whatever_a_client_does() {
     terminate(&child);
     let took = ended_within(&mut child, Duration::from_secs(15)).expect("ended within 15 s");
     assert!(took < Duration::from_secs(15), "{took:?}");
+}
+
+/// A registry folder built from the shipped source as release 2027.1.0 on `stable`.
+fn registry_folder(dir: &std::path::Path) -> std::path::PathBuf {
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../registry/source");
+    let (key, registry) = (dir.join("author.key"), dir.join("registry"));
+    for args in [
+        vec!["registry", "keygen", "--out", key.to_str().unwrap()],
+        vec![
+            "registry",
+            "build",
+            source.to_str().unwrap(),
+            "--out",
+            registry.to_str().unwrap(),
+            "--release",
+            "2027.1.0",
+            "--key",
+            key.to_str().unwrap(),
+            "--channel",
+            "stable",
+        ],
+    ] {
+        let out = Command::new(BIN).args(&args).output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+    }
+    registry
+}
+
+#[test]
+fn sigterm_ends_the_process_after_a_named_pipe_sat_in_the_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry_folder(dir.path());
+    let (mut child, _port) = serve(
+        1024,
+        &[
+            "--registry",
+            registry.to_str().unwrap(),
+            "--reload-interval",
+            "1",
+        ],
+    );
+    let fifo = registry.join("keys/pipe.json");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    // Long enough for several reloads to meet the pipe.
+    std::thread::sleep(Duration::from_secs(3));
+    terminate(&child);
+    let ended = ended_within(&mut child, Duration::from_secs(15));
+    assert!(ended.is_some(), "SIGTERM did not end the process");
 }

@@ -1,5 +1,5 @@
 //! Production operation: replicas on one PostgreSQL database, live channel promotion under
-//! load, and the Prometheus metrics page.
+//! load, reloading past a folder that holds a named pipe, and the Prometheus metrics page.
 
 use std::{sync::Arc, time::Duration};
 
@@ -339,6 +339,73 @@ async fn a_channel_move_changes_what_a_repeated_read_returns() {
         .reload(true)
         .unwrap();
     assert_eq!(channels().await, json!(["stable"]));
+}
+
+/// The release the server's active channel serves.
+fn active_release(server: &RimthanServer) -> String {
+    let releases = server.engine().releases();
+    let snapshot = releases.snapshot();
+    snapshot
+        .channel(releases.active_channel())
+        .unwrap()
+        .id()
+        .to_string()
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_pipe_in_the_registry_never_wedges_reloading() {
+    let (dir, server, _http) = two_release_server().await;
+    let fifo = dir.path().join("keys/pipe.json");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.unwrap().success());
+
+    // A reload refuses the pipe at once instead of waiting for a writer that never comes.
+    let reload = {
+        let (dir, server) = (dir.path().to_owned(), server.clone());
+        tokio::task::spawn_blocking(move || Reloader::new(dir, server).reload(true))
+    };
+    let Ok(done) = tokio::time::timeout(Duration::from_secs(10), reload).await else {
+        // Free the stuck reader so the runtime can shut down, then fail.
+        drop(std::fs::OpenOptions::new().write(true).open(&fifo));
+        panic!("a reload waited on a named pipe");
+    };
+    let refused = done.unwrap().unwrap_err().to_string();
+    assert!(
+        refused.contains("keys/pipe.json: is a named pipe"),
+        "{refused}"
+    );
+
+    // The live reloader keeps refusing while the pipe is there, then picks up the promotion.
+    let task = rimthan_mcp::reload::spawn(
+        dir.path().to_owned(),
+        server.clone(),
+        Duration::from_millis(50),
+    );
+    set_channel(
+        dir.path(),
+        &"stable".parse().unwrap(),
+        &"2027.02.0".parse().unwrap(),
+    )
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(active_release(&server), "2027.01.0");
+    std::fs::remove_file(&fifo).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while active_release(&server) != "2027.02.0" {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the promotion was never picked up"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    task.abort();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .is_ok(),
+        "the reloader did not stop"
+    );
 }
 
 #[tokio::test]

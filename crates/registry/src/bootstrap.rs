@@ -68,10 +68,11 @@ pub(crate) fn check_entry(file: String, entry: &Entry, bytes: &[u8]) -> Result<(
 /// like every other Markdown body.
 pub(crate) fn from_source(source: &Path) -> Result<Option<(Entry, Vec<u8>)>, RegistryError> {
     let path = source.join(BOOTSTRAP_SOURCE);
-    if !path.is_file() {
+    if fs::symlink_metadata(&path).is_err() {
         return Ok(None);
     }
-    let bytes = fs::read(&path).map_err(RegistryError::io(&path))?;
+    let bytes =
+        crate::regular::read_regular(&path, &path.display().to_string(), crate::MAX_FILE_BYTES)?;
     let entry = Entry {
         kind: EntryKind::Bootstrap,
         id: BOOTSTRAP_ID.into(),

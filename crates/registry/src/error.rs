@@ -26,6 +26,17 @@ pub enum RegistryError {
         /// Registry-relative path.
         file: String,
     },
+    /// A name where a file belongs is a FIFO, socket, device or folder; registries and release
+    /// sources hold plain files, and reading anything else could wait forever.
+    #[error(
+        "{file}: is a {kind}, not a regular file; registries and release sources hold plain files only: replace it with the file itself or remove it"
+    )]
+    NotARegularFile {
+        /// Registry-relative path, or the source file at build time.
+        file: String,
+        /// What it is instead.
+        kind: &'static str,
+    },
     /// A file the manifest lists is absent.
     #[error(
         "{file}: listed by the manifest as {entry} but missing; restore it or rebuild the release"
@@ -354,6 +365,7 @@ impl RegistryError {
         match self {
             RegistryError::Io { .. } => "io_error",
             RegistryError::SymlinkNotAllowed { .. } => "symlink_not_allowed",
+            RegistryError::NotARegularFile { .. } => "not_a_regular_file",
             RegistryError::EntryMissing { .. } => "entry_missing",
             RegistryError::EntryTooLarge { .. } => "entry_too_large",
             RegistryError::SizeMismatch { .. } => "size_mismatch",
@@ -407,6 +419,7 @@ impl RegistryError {
         match self {
             RegistryError::Io { .. } | RegistryError::ReleaseNotFound { .. } => None,
             RegistryError::SymlinkNotAllowed { file }
+            | RegistryError::NotARegularFile { file, .. }
             | RegistryError::EntryMissing { file, .. }
             | RegistryError::EntryTooLarge { file, .. }
             | RegistryError::SizeMismatch { file, .. }

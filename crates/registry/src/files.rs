@@ -1,16 +1,18 @@
 //! A registry as an in-memory map of relative path → bytes, read from a folder or embedded.
 //!
 //! Verification runs on this map, so the embedded default and an operator's folder go through
-//! the same checks. Reading refuses symlinks and caps every file's size before reading it.
+//! the same checks. Reading refuses symlinks, FIFOs, devices and sockets, and caps every file's
+//! size before reading it.
 
 use std::{
     collections::BTreeMap,
     fs,
+    io::Write as _,
     path::{Path, PathBuf},
     sync::Arc,
 };
 
-use crate::error::RegistryError;
+use crate::{error::RegistryError, regular::read_regular};
 
 /// Largest file a registry may hold.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -44,15 +46,14 @@ impl RegistryFiles {
             }
             if meta.is_dir() {
                 self.read_dir(root, &path)?;
+            } else if !meta.is_file() {
+                // Refused from the listing, so a device is never even opened.
+                return Err(RegistryError::NotARegularFile {
+                    file: rel,
+                    kind: crate::regular::kind(&meta.file_type()),
+                });
             } else {
-                if meta.len() > MAX_FILE_BYTES {
-                    return Err(RegistryError::EntryTooLarge {
-                        file: rel,
-                        bytes: meta.len(),
-                        limit: MAX_FILE_BYTES,
-                    });
-                }
-                let bytes = fs::read(&path).map_err(RegistryError::io(&path))?;
+                let bytes = read_regular(&path, &rel, MAX_FILE_BYTES)?;
                 self.files.insert(rel, bytes.into());
             }
         }
@@ -109,7 +110,23 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RegistryErro
         fs::create_dir_all(parent).map_err(RegistryError::io(parent))?;
     }
     let tmp = path.with_extension("tmp-write");
-    fs::write(&tmp, bytes).map_err(RegistryError::io(&tmp))?;
+    // Created exclusively, so a symlink planted at the temporary name is never written through;
+    // a regular leftover of an interrupted write is replaced.
+    match fs::symlink_metadata(&tmp) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(RegistryError::SymlinkNotAllowed {
+                file: tmp.display().to_string(),
+            });
+        }
+        Ok(_) => fs::remove_file(&tmp).map_err(RegistryError::io(&tmp))?,
+        Err(_) => {}
+    }
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()))
+        .map_err(RegistryError::io(&tmp))?;
     fs::rename(&tmp, path).map_err(RegistryError::io(path))
 }
 

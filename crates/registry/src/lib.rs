@@ -34,6 +34,7 @@ mod init;
 mod instance;
 mod model;
 mod path;
+mod regular;
 mod release;
 mod renditions;
 mod report_contract;

@@ -12,3 +12,4 @@ mod report_contract;
 mod research_method;
 mod shipped_release;
 mod sources;
+mod untrusted_files;

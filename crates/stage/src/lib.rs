@@ -56,6 +56,15 @@ pub enum StageError {
         /// Why.
         reason: String,
     },
+    /// A symlink sits where the harness would write (a folder of the path, the file, or its
+    /// temporary name); nothing is written through it.
+    #[error(
+        "{path}: is a symlink; rimthan stage writes nothing through a symlink in the project: remove it and run again"
+    )]
+    SymlinkInProject {
+        /// The path, relative to the project.
+        path: String,
+    },
     /// The in-process server's registry did not verify.
     #[error("the registry did not verify: {0}")]
     Registry(#[source] RegistryError),

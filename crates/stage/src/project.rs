@@ -1,13 +1,23 @@
 //! The participant's project folder: writing declared files safely and reading them back the
 //! way an attestation must (`docs/registry-format.md` §3: containment re-checked after resolving symlinks).
+//!
+//! Writes trust no name: each folder of the path is opened without following a symlink, the
+//! temporary file is created exclusively, and the rename happens inside the opened folder, so a
+//! symlink planted at any component or at the temporary name is refused and nothing is written
+//! through it.
 
 use std::{
     fs,
     io::Write as _,
+    os::fd::OwnedFd,
     path::{Component, Path, PathBuf},
 };
 
 use rimthan_registry::{Sha256Digest, check_relative_path};
+use rustix::{
+    fs::{self as rfs, AtFlags, FileType, Mode, OFlags},
+    io::Errno,
+};
 
 use crate::StageError;
 
@@ -73,22 +83,118 @@ impl Project {
         self.write_unchecked(crate::SESSION_FILE, bytes)
     }
 
-    fn write_unchecked(&self, rel: &str, bytes: &[u8]) -> Result<(), StageError> {
-        let path = self.root.join(rel);
-        if self.traverses_symlink(rel) {
-            return Err(StageError::UnsafePath {
-                path: rel.into(),
-                reason: "a component is a symlink; refusing to write through it".into(),
-            });
+    /// The in-process server's SQLite database, `.rimthan/stage.sqlite`: its folder is created
+    /// without following a symlink, and neither it nor a journal beside it may be a symlink,
+    /// since SQLite opens them by name.
+    pub fn state_database(&self) -> Result<PathBuf, StageError> {
+        let rel = ".rimthan/stage.sqlite";
+        let (dir, name) = self.open_parent(rel)?;
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let file = format!("{name}{suffix}");
+            if is_symlink_at(&dir, &file) {
+                return Err(StageError::SymlinkInProject {
+                    path: format!("{rel}{suffix}"),
+                });
+            }
         }
-        let parent = path.parent().expect("project paths have a parent");
-        fs::create_dir_all(parent).map_err(|e| StageError::io(parent, e))?;
-        let tmp = path.with_extension("rimthan-stage-tmp");
-        let mut file = fs::File::create(&tmp).map_err(|e| StageError::io(&tmp, e))?;
+        Ok(self.root.join(rel))
+    }
+
+    /// The folder holding `rel`, opened (created where missing) one component at a time without
+    /// following a symlink, so a symlink planted at any component is refused rather than
+    /// written through; and `rel`'s file name.
+    fn open_parent<'r>(&self, rel: &'r str) -> Result<(OwnedFd, &'r str), StageError> {
+        const DIR: OFlags = OFlags::RDONLY
+            .union(OFlags::DIRECTORY)
+            .union(OFlags::NOFOLLOW)
+            .union(OFlags::CLOEXEC);
+        let mut dir = rfs::open(&self.root, DIR, Mode::empty())
+            .map_err(|e| StageError::io(&self.root, e.into()))?;
+        let (parents, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+        let mut walked = PathBuf::new();
+        for part in parents.split('/').filter(|p| !p.is_empty()) {
+            walked.push(part);
+            let opened = match rfs::openat(&dir, part, DIR, Mode::empty()) {
+                Err(Errno::NOENT) => match rfs::mkdirat(&dir, part, Mode::from_raw_mode(0o777)) {
+                    Ok(()) | Err(Errno::EXIST) => rfs::openat(&dir, part, DIR, Mode::empty()),
+                    Err(e) => Err(e),
+                },
+                other => other,
+            };
+            dir = opened.map_err(|e| self.refusal(&dir, part, &walked, e))?;
+        }
+        Ok((dir, name))
+    }
+
+    /// Why `name` in `dir` could not be opened: a symlink by name, else the I/O error.
+    fn refusal(&self, dir: &OwnedFd, name: &str, shown: &Path, error: Errno) -> StageError {
+        if is_symlink_at(dir, name) {
+            StageError::SymlinkInProject {
+                path: shown.display().to_string(),
+            }
+        } else {
+            StageError::io(&self.root.join(shown), error.into())
+        }
+    }
+
+    fn write_unchecked(&self, rel: &str, bytes: &[u8]) -> Result<(), StageError> {
+        let (dir, name) = self.open_parent(rel)?;
+        if is_symlink_at(&dir, name) {
+            return Err(StageError::SymlinkInProject { path: rel.into() });
+        }
+        let tmp = Path::new(name).with_extension("rimthan-stage-tmp");
+        let tmp_rel = Path::new(rel).with_extension("rimthan-stage-tmp");
+        let mut file = fs::File::from(self.create_exclusive(&dir, &tmp, &tmp_rel)?);
+        let shown = self.root.join(&tmp_rel);
         file.write_all(bytes)
             .and_then(|()| file.sync_all())
-            .map_err(|e| StageError::io(&tmp, e))?;
-        fs::rename(&tmp, &path).map_err(|e| StageError::io(&path, e))
+            .map_err(|e| StageError::io(&shown, e))?;
+        // Renaming replaces whatever sits at `name` (a symlink planted there after the check
+        // above included) without following it.
+        rfs::renameat(&dir, &tmp, &dir, name)
+            .map_err(|e| StageError::io(&self.root.join(rel), e.into()))?;
+        rfs::fsync(&dir).map_err(|e| StageError::io(&self.root.join(rel), e.into()))
+    }
+
+    /// Creates the temporary file `tmp` in `dir` exclusively (`O_EXCL` never follows a symlink).
+    /// A regular file already there is the leftover of an interrupted write and is replaced;
+    /// a symlink or anything else there is refused.
+    fn create_exclusive(
+        &self,
+        dir: &OwnedFd,
+        tmp: &Path,
+        tmp_rel: &Path,
+    ) -> Result<OwnedFd, StageError> {
+        const FILE: OFlags = OFlags::WRONLY
+            .union(OFlags::CREATE)
+            .union(OFlags::EXCL)
+            .union(OFlags::NOFOLLOW)
+            .union(OFlags::CLOEXEC);
+        let shown = self.root.join(tmp_rel);
+        let mode = Mode::from_raw_mode(0o666);
+        match rfs::openat(dir, tmp, FILE, mode) {
+            Err(Errno::EXIST) => {}
+            other => return other.map_err(|e| StageError::io(&shown, e.into())),
+        }
+        let stat = rfs::statat(dir, tmp, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| StageError::io(&shown, e.into()))?;
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::RegularFile => {}
+            FileType::Symlink => {
+                return Err(StageError::SymlinkInProject {
+                    path: tmp_rel.display().to_string(),
+                });
+            }
+            _ => {
+                return Err(StageError::UnsafePath {
+                    path: tmp_rel.display().to_string(),
+                    reason: "something other than a file sits at this temporary name; remove it"
+                        .into(),
+                });
+            }
+        }
+        rfs::unlinkat(dir, tmp, AtFlags::empty()).map_err(|e| StageError::io(&shown, e.into()))?;
+        rfs::openat(dir, tmp, FILE, mode).map_err(|e| StageError::io(&shown, e.into()))
     }
 
     /// Reads `rel` back from disk.
@@ -119,6 +225,12 @@ impl Project {
     }
 }
 
+/// Whether `name` in `dir` is a symlink (not followed).
+fn is_symlink_at(dir: &OwnedFd, name: impl rustix::path::Arg) -> bool {
+    rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Symlink)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +245,29 @@ mod tests {
         assert!(back.symlink_free);
         assert!(project.write("../escape.md", b"x").is_err());
         assert!(project.write(".git/config", b"x").is_err());
+    }
+
+    #[test]
+    fn a_leftover_temporary_file_is_replaced_and_a_symlinked_folder_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let project = Project::open(dir.path()).unwrap();
+        std::fs::create_dir_all(dir.path().join("research")).unwrap();
+        std::fs::write(dir.path().join("research/a.rimthan-stage-tmp"), b"crashed").unwrap();
+        project.write("research/a.md", b"hello").unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("research/a.md")).unwrap(),
+            b"hello"
+        );
+        assert!(!dir.path().join("research/a.rimthan-stage-tmp").exists());
+
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("notes")).unwrap();
+        let err = project.write("notes/b.md", b"x").unwrap_err();
+        assert!(
+            matches!(&err, StageError::SymlinkInProject { path } if path == "notes"),
+            "{err}"
+        );
+        assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
     }
 
     #[cfg(unix)]

@@ -128,10 +128,15 @@ impl StageArgs {
                 token: self.token,
             },
             None => {
-                std::fs::create_dir_all(&state_dir)?;
-                let url = self.database_url.unwrap_or_else(|| {
-                    format!("sqlite://{}", state_dir.join("stage.sqlite").display())
-                });
+                let url = match self.database_url {
+                    Some(url) => url,
+                    None => format!(
+                        "sqlite://{}",
+                        rimthan_stage::Project::open(&self.project)?
+                            .state_database()?
+                            .display()
+                    ),
+                };
                 Target::InProcess {
                     database_url: url,
                     registry: self.registry,

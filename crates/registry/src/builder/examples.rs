@@ -3,12 +3,14 @@
 //! tree); the builder inlines it as text into that output's declaration. JSON outputs take
 //! their example from their schema's `examples` instead.
 
-use std::{fs, path::Path};
+use std::path::Path;
 
 use super::source::{files_under, source_error};
 use crate::{
     error::RegistryError,
+    files::MAX_FILE_BYTES,
     model::{MEDIA_JSON, StepDoc},
+    regular::read_regular,
 };
 
 /// How many declared paths an error lists before it stops.
@@ -49,17 +51,19 @@ pub(super) fn attach(dir: &Path, steps: &mut [StepDoc]) -> Result<(), RegistryEr
                 ),
             ));
         }
-        let size = fs::metadata(&path).map_err(RegistryError::io(&path))?.len();
-        if size > output.max_bytes {
-            return Err(source_error(
-                &path,
-                format!(
-                    "{size} bytes is over the output's max_bytes of {}; shorten the example",
-                    output.max_bytes
+        // Bounded by the file limit too, whatever max_bytes says (verification checks it later).
+        let limit = output.max_bytes.min(MAX_FILE_BYTES);
+        let bytes =
+            read_regular(&path, &path.display().to_string(), limit).map_err(|e| match e {
+                RegistryError::EntryTooLarge { bytes, .. } => source_error(
+                    &path,
+                    format!(
+                        "{bytes} bytes is over the output's max_bytes of {}; shorten the example",
+                        output.max_bytes
+                    ),
                 ),
-            ));
-        }
-        let bytes = fs::read(&path).map_err(RegistryError::io(&path))?;
+                other => other,
+            })?;
         let text = String::from_utf8(bytes).map_err(|_| {
             source_error(
                 &path,

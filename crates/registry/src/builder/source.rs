@@ -9,7 +9,9 @@ use std::{
 
 use serde::de::DeserializeOwned;
 
-use crate::{error::RegistryError, frontmatter, ids::Version};
+use crate::{
+    error::RegistryError, files::MAX_FILE_BYTES, frontmatter, ids::Version, regular::read_regular,
+};
 
 pub(super) fn source_error(path: &Path, reason: String) -> RegistryError {
     source_error_at(path, None, reason)
@@ -23,8 +25,20 @@ pub(super) fn source_error_at(path: &Path, line: Option<usize>, reason: String) 
     }
 }
 
+/// The bytes of the source file at `path`, which must be a regular file of at most
+/// `MAX_FILE_BYTES`: a symlink could pull bytes from outside the source into a signed release.
 pub(super) fn read(path: &Path) -> Result<Vec<u8>, RegistryError> {
-    fs::read(path).map_err(RegistryError::io(path))
+    read_regular(path, &path.display().to_string(), MAX_FILE_BYTES)
+}
+
+/// Refuses `path` if it is a symlink; an absent path passes.
+fn refuse_symlink(path: &Path) -> Result<(), RegistryError> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(RegistryError::SymlinkNotAllowed {
+            file: path.display().to_string(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 pub(super) fn read_text(path: &Path) -> Result<String, RegistryError> {
@@ -81,7 +95,8 @@ pub(super) fn expect_file(dir: &Path, name: &str, what: &str) -> Result<PathBuf,
     }
     let names = sorted_names(dir)?;
     if names.iter().any(|n| n == name) {
-        if path.is_file() {
+        // Anything but a folder is returned: reading it refuses a FIFO or device by name.
+        if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
             return Ok(path);
         }
         return Err(source_error(
@@ -112,6 +127,7 @@ pub(super) fn expect_file(dir: &Path, name: &str, what: &str) -> Result<PathBuf,
 /// be a folder (`<id>/`).
 pub(super) fn pairs(dir: &Path) -> Result<Vec<(String, String)>, RegistryError> {
     let mut out = Vec::new();
+    refuse_symlink(dir)?;
     if !dir.exists() {
         return Ok(out);
     }
@@ -133,10 +149,21 @@ pub(super) fn pairs(dir: &Path) -> Result<Vec<(String, String)>, RegistryError> 
     Ok(out)
 }
 
+/// The names in `dir`, sorted. A symlink among them is refused, so nothing the builder finds by
+/// listing leads out of the source.
 pub(super) fn sorted_names(dir: &Path) -> Result<Vec<String>, RegistryError> {
     let mut names = Vec::new();
     for item in fs::read_dir(dir).map_err(RegistryError::io(dir))? {
         let item = item.map_err(RegistryError::io(dir))?;
+        if item
+            .file_type()
+            .map_err(RegistryError::io(dir))?
+            .is_symlink()
+        {
+            return Err(RegistryError::SymlinkNotAllowed {
+                file: item.path().display().to_string(),
+            });
+        }
         let name = item
             .file_name()
             .into_string()
@@ -150,6 +177,7 @@ pub(super) fn sorted_names(dir: &Path) -> Result<Vec<String>, RegistryError> {
 /// Every file under `dir` as (`/`-joined relative path, full path), sorted; none when absent.
 pub(super) fn files_under(dir: &Path) -> Result<Vec<(String, PathBuf)>, RegistryError> {
     let mut out = Vec::new();
+    refuse_symlink(dir)?;
     if dir.is_dir() {
         collect(dir, "", &mut out)?;
     }
