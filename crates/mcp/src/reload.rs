@@ -173,11 +173,15 @@ impl Reloader {
     }
 }
 
-/// Convenience: spawns a [`Reloader`] task.
+/// Spawns a [`Reloader`] task, supervised: one that panics is counted and started again
+/// (`crate::tasks`).
 pub fn spawn(
     dir: PathBuf,
     server: RimthanServer,
     interval: Duration,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(Reloader::new(dir, server).run(interval))
+    let metrics = server.metrics().clone();
+    crate::tasks::supervise("registry_reload", metrics, move || {
+        Reloader::new(dir.clone(), server.clone()).run(interval)
+    })
 }

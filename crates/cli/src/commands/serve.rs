@@ -240,7 +240,8 @@ impl ServeArgs {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?;
-        runtime.block_on(async move {
+        let grace = Duration::from_secs(self.shutdown_grace);
+        let served = runtime.block_on(async move {
             let store = rimthan_engine::store::open(&database_url).await?;
             let releases = Arc::new(Releases::new(registry, channel));
             let engine = Arc::new(Engine::new(releases, store.clone(), secret).await?);
@@ -304,7 +305,10 @@ impl ServeArgs {
             http::serve(listener, server, &config, shutdown_signal()).await?;
             tracing::info!("stopped");
             anyhow::Ok(())
-        })
+        });
+        // A blocking task stuck on a file (a hung network mount) must not hold the exit.
+        runtime.shutdown_timeout(grace);
+        served
     }
 }
 
