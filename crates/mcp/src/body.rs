@@ -31,8 +31,8 @@ const COPIES_PER_BYTE: usize = 4;
 /// What handling a body costs per JSON value it holds, however short its text.
 const BYTES_PER_VALUE: usize = 128;
 
-/// How many values a JSON text holds, at most, counted without parsing it: one, and one more for
-/// every `[`, `{`, `,` and `:` outside a string. Any text has a count; only JSON is parsed.
+/// How many values a JSON text holds, counted from above without parsing it: one, and one more
+/// for every `[`, `{`, `,` and `:` outside a string. Any text has a count; only JSON is parsed.
 fn values(body: &[u8]) -> usize {
     let (mut count, mut in_string, mut escaped) = (1usize, false, false);
     for &byte in body {
@@ -249,7 +249,8 @@ mod tests {
     fn values_are_counted_outside_strings_only() {
         assert_eq!(values(b"7"), 1);
         assert_eq!(values(b"[0,0,0]"), 4);
-        assert_eq!(values(br#"{"a":1,"b":[]}"#), 5);
+        // Five values, counted as six: a closed `[]` or `{}` counts one too many.
+        assert_eq!(values(br#"{"a":1,"b":[]}"#), 6);
         assert_eq!(values(br#"["a,b:[{", "\",:"]"#), 3);
     }
 
