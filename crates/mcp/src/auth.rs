@@ -22,6 +22,7 @@ use rimthan_registry::Sha256Digest;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::body::Bodies;
 pub use crate::{
     caller::{Caller, ClaimGrant, FacilitatorClaims, Sight},
     credentials::Verifier,
@@ -456,36 +457,42 @@ pub(crate) fn bearer_token(value: &str) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-/// Axum middleware: authenticates the request or answers 401/403.
-pub async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
+/// Axum middleware: authenticates the request or answers 401/403 without reading its body.
+pub(crate) async fn require(
+    State((auth, bodies)): State<(Arc<Auth>, Bodies)>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let token = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_token);
-    let Some(token) = token else {
-        return auth.challenge(StatusCode::UNAUTHORIZED, None, None);
+    let refusal = match token {
+        None => auth.challenge(StatusCode::UNAUTHORIZED, None, None),
+        Some(token) => match auth.verifier.verify(token).await {
+            Err(reason) => {
+                tracing::info!(reason, "bearer token refused");
+                auth.challenge(
+                    StatusCode::UNAUTHORIZED,
+                    Some("invalid_token"),
+                    Some(reason),
+                )
+            }
+            Ok(caller) if !caller.scopes.iter().any(|s| *s == auth.scope) => auth.challenge(
+                StatusCode::FORBIDDEN,
+                Some("insufficient_scope"),
+                Some("the token lacks the required scope"),
+            ),
+            Ok(caller) => {
+                tracing::debug!(subject = %caller.principal.subject, "authenticated");
+                request.extensions_mut().insert(caller.principal);
+                return next.run(request).await;
+            }
+        },
     };
-    match auth.verifier.verify(token).await {
-        Err(reason) => {
-            tracing::info!(reason, "bearer token refused");
-            auth.challenge(
-                StatusCode::UNAUTHORIZED,
-                Some("invalid_token"),
-                Some(reason),
-            )
-        }
-        Ok(caller) if !caller.scopes.iter().any(|s| *s == auth.scope) => auth.challenge(
-            StatusCode::FORBIDDEN,
-            Some("insufficient_scope"),
-            Some("the token lacks the required scope"),
-        ),
-        Ok(caller) => {
-            tracing::debug!(subject = %caller.principal.subject, "authenticated");
-            request.extensions_mut().insert(caller.principal);
-            next.run(request).await
-        }
-    }
+    // Refused before its body was read: none of it is ever buffered.
+    bodies.refuse(request.into_body(), refusal)
 }
 
 #[cfg(test)]

@@ -35,6 +35,11 @@ use tokio::{
 /// store's pool, registry files read on reload, logs.
 pub const DESCRIPTOR_HEADROOM: u64 = 128;
 
+/// Most bytes hyper buffers per connection, to read a request head or pass on body chunks (its
+/// default, about 400 KiB, would let every connection streaming a body hold that much before any
+/// caller is authenticated). A request head larger than this gets 431.
+pub const CONNECTION_BUFFER_BYTES: usize = 64 * 1024;
+
 /// How connections are accepted, timed and ended.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectionLimits {
@@ -112,7 +117,8 @@ pub(crate) async fn serve(
     let mut tasks = JoinSet::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout);
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(CONNECTION_BUFFER_BYTES);
     let service = TowerToHyperService::new(app);
     tokio::pin!(shutdown);
     loop {

@@ -12,7 +12,8 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use serde_json::{Value, json};
+use serde::de::IgnoredAny;
+use serde_json::json;
 
 use crate::replay::is_json;
 
@@ -21,22 +22,27 @@ const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC's invalid request.
 const INVALID_REQUEST: i64 = -32600;
 
-/// The JSON-RPC error for a body rmcp refused.
+/// The JSON-RPC error for a body rmcp refused, told without building its value: a body of
+/// tiny values (`[0,0,…]`) would cost tens of times its size as a tree.
 fn error_for(body: &[u8]) -> (i64, &'static str) {
-    match serde_json::from_slice::<Value>(body) {
-        Err(_) => (
+    let json =
+        std::str::from_utf8(body).is_ok() && serde_json::from_slice::<IgnoredAny>(body).is_ok();
+    if !json {
+        return (
             PARSE_ERROR,
             "Parse error: the body is not JSON text in UTF-8",
-        ),
-        Ok(Value::Array(_)) => (
+        );
+    }
+    if body.trim_ascii_start().starts_with(b"[") {
+        return (
             INVALID_REQUEST,
             "Invalid Request: batches are not supported; send one JSON-RPC message per HTTP request",
-        ),
-        Ok(_) => (
-            INVALID_REQUEST,
-            "Invalid Request: not a JSON-RPC 2.0 request, notification or response",
-        ),
+        );
     }
+    (
+        INVALID_REQUEST,
+        "Invalid Request: not a JSON-RPC 2.0 request, notification or response",
+    )
 }
 
 /// Middleware on `/mcp`, after the body was read whole (and bounded).
@@ -72,6 +78,8 @@ mod tests {
     fn refused_bodies_get_the_json_rpc_error_their_shape_calls_for() {
         assert_eq!(error_for(b"{not json").0, PARSE_ERROR);
         assert_eq!(error_for(b"\xff\xfe{}").0, PARSE_ERROR);
+        assert_eq!(error_for(b"\"\xff\"").0, PARSE_ERROR);
+        assert_eq!(error_for(b" [0,0]").0, INVALID_REQUEST);
         assert_eq!(
             error_for(b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]").0,
             INVALID_REQUEST

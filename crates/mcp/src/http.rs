@@ -1,7 +1,7 @@
 //! Streamable HTTP: the MCP endpoint at `/mcp` (both protocol revisions through rmcp, repeated
-//! resource reads replayed from pre-serialized answers), with Host and Origin allow-lists, a
-//! body-size limit, `/healthz`, `/readyz`, served on connections accepted and reaped by
-//! [`crate::conn`].
+//! resource reads replayed from pre-serialized answers), with Host and Origin allow-lists, bodies
+//! bounded by [`crate::body`] and read only once the caller is authenticated, `/healthz`,
+//! `/readyz`, served on connections accepted and reaped by [`crate::conn`].
 
 use std::{future::Future, net::SocketAddr, sync::Arc};
 
@@ -20,6 +20,7 @@ use tracing::Instrument as _;
 use crate::{
     admin,
     auth::{self, Auth},
+    body::{self, Bodies},
     conn::{self, ConnectionLimits},
     framing,
     replay::{self, Replay},
@@ -31,6 +32,9 @@ const REQUEST_ID: &str = "x-request-id";
 
 /// The path of the MCP endpoint.
 pub const MCP_PATH: &str = "/mcp";
+
+/// The default of [`HttpConfig::max_buffered_bytes`].
+pub const DEFAULT_MAX_BUFFERED_BYTES: usize = 256 * 1024 * 1024;
 
 /// HTTP settings.
 #[derive(Debug, Clone)]
@@ -47,6 +51,9 @@ pub struct HttpConfig {
     pub auth: Option<Arc<Auth>>,
     /// How long a request body may take to arrive (a slow body is cut off with 408).
     pub body_timeout: std::time::Duration,
+    /// Most bytes request bodies and what is parsed from them may hold at once, across every
+    /// connection (further bodies get 503): this bounds the server's memory.
+    pub max_buffered_bytes: usize,
     /// Most concurrent 2025-11-25 sessions (2026-07-28 requests hold none).
     pub max_sessions: usize,
     /// Mint `Mcp-Session-Id` sessions for 2025-11-25 clients (SSE answers, a GET stream);
@@ -72,6 +79,7 @@ impl HttpConfig {
             max_body_bytes: 4 * 1024 * 1024,
             auth: None,
             body_timeout: std::time::Duration::from_secs(30),
+            max_buffered_bytes: DEFAULT_MAX_BUFFERED_BYTES,
             max_sessions: 1000,
             legacy_sessions: false,
             connections: ConnectionLimits::default(),
@@ -124,65 +132,6 @@ async fn metrics(State(server): State<RimthanServer>) -> impl IntoResponse {
     )
 }
 
-#[derive(Debug, Clone, Copy)]
-struct BodyLimits {
-    timeout: std::time::Duration,
-    max_bytes: usize,
-}
-
-/// Reads a request body whole before anything handles it: a body that is not complete within
-/// the deadline gets 408 and one over the limit 413, so a slow or huge upload ties up nothing
-/// behind it.
-async fn read_body(State(limits): State<BodyLimits>, request: Request, next: Next) -> Response {
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    // A declared length over the limit is refused before a byte of the body is awaited.
-    if declared.is_some_and(|n| n > limits.max_bytes as u64) {
-        tokio::spawn(drain(request.into_body(), limits));
-        return too_large();
-    }
-    let (parts, body) = request.into_parts();
-    let read = axum::body::to_bytes(body, limits.max_bytes);
-    let bytes = match tokio::time::timeout(limits.timeout, read).await {
-        Err(_) => return (StatusCode::REQUEST_TIMEOUT, "request body too slow\n").into_response(),
-        Ok(Err(_)) => return too_large(),
-        Ok(Ok(bytes)) => bytes,
-    };
-    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
-        .await
-}
-
-/// Reads and discards what is left of a refused body, for at most the body timeout and four
-/// times the body limit. Many clients send their whole body before they read an answer; closing
-/// on unread bytes would reset the connection and lose the 413 on its way to them.
-async fn drain(body: axum::body::Body, limits: BodyLimits) {
-    use futures::StreamExt as _;
-    let budget = limits.max_bytes.saturating_mul(4);
-    let mut stream = body.into_data_stream();
-    let _ = tokio::time::timeout(limits.timeout, async {
-        let mut seen = 0usize;
-        while let Some(Ok(chunk)) = stream.next().await {
-            seen += chunk.len();
-            if seen > budget {
-                break;
-            }
-        }
-    })
-    .await;
-}
-
-fn too_large() -> Response {
-    let mut response = (StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response();
-    // The unread rest of the body makes the connection unusable for another request.
-    response
-        .headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    response
-}
-
 /// Gives every request an id (kept from `x-request-id` when the proxy sent a sane one), puts it
 /// on a tracing span so every log line of the request carries it, and echoes it back.
 async fn request_id(mut request: Request, next: Next) -> Response {
@@ -223,11 +172,21 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
         Arc::new(BoundedSessionManager::new(config.max_sessions)),
         mcp_config,
     );
+    let bodies = Bodies::new(
+        config.body_timeout,
+        config.max_body_bytes,
+        config.max_buffered_bytes,
+    );
     let replay = Replay::new(server.engine().clone(), server.metrics().clone());
+    // Outermost last: the caller is authenticated before a byte of its body is read.
     let mut mcp_routes = Router::new()
         .route_service(MCP_PATH, mcp)
         .layer(middleware::from_fn_with_state(replay, replay::replay))
-        .layer(middleware::from_fn(framing::framing));
+        .layer(middleware::from_fn(framing::framing))
+        .layer(middleware::from_fn_with_state(
+            bodies.clone(),
+            body::read_body,
+        ));
     let ready = Router::new()
         .route("/readyz", get(readyz))
         .with_state((server.clone(), config.auth.clone()));
@@ -237,7 +196,10 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
         .with_state(server.clone())
         .merge(ready);
     if let Some(auth) = &config.auth {
-        mcp_routes = mcp_routes.layer(middleware::from_fn_with_state(auth.clone(), auth::require));
+        mcp_routes = mcp_routes.layer(middleware::from_fn_with_state(
+            (auth.clone(), bodies.clone()),
+            auth::require,
+        ));
         let metadata = auth.metadata();
         let prm = get(move || std::future::ready(axum::Json(metadata.clone())));
         app = app
@@ -254,12 +216,8 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
             &config.allowed_hosts,
         ));
     }
-    let limits = BodyLimits {
-        timeout: config.body_timeout,
-        max_bytes: config.max_body_bytes,
-    };
-    app.merge(mcp_routes)
-        .layer(middleware::from_fn_with_state(limits, read_body))
+    app.layer(middleware::from_fn_with_state(bodies, body::read_body))
+        .merge(mcp_routes)
         .layer(middleware::from_fn(request_id))
 }
 

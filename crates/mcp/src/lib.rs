@@ -11,6 +11,7 @@
 
 pub mod admin;
 pub mod auth;
+mod body;
 pub mod bootstrap;
 mod caller;
 mod catalogue;

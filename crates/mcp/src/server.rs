@@ -171,9 +171,11 @@ impl ServerHandler for RimthanServer {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // Taken, not cloned: a large call would otherwise be held twice while it is handled.
+        let arguments = request.arguments.take();
         let unknown = || {
             ErrorData::invalid_params(
                 format!("no tool named {:?}", request.name),
@@ -192,7 +194,7 @@ impl ServerHandler for RimthanServer {
             &self.engine,
             &self.metrics,
             &request.name,
-            request.arguments.clone(),
+            arguments,
             who.as_ref(),
             slot,
         )

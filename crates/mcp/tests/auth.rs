@@ -97,6 +97,37 @@ async fn client_with(url: &str, token: &str) -> Client {
 }
 
 #[tokio::test]
+async fn a_caller_without_a_valid_token_is_refused_before_its_body_is_read() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let file = token_file(dir.path());
+    let served = serve_with(|_| Verifier::tokens_from_file(&file).unwrap()).await;
+    for auth in ["", "Authorization: Bearer wrong-token\r\n"] {
+        let mut stream = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+        // A body declared at 4 MiB of which one byte ever arrives: only an answer given
+        // before the body is read comes back within the body timeout.
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: 4194303\r\n\r\n["
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut buf = [0u8; 512];
+        let n = tokio::time::timeout(Duration::from_secs(2), stream.read(&mut buf))
+            .await
+            .expect("answered before the body arrived")
+            .unwrap();
+        let answer = String::from_utf8_lossy(&buf[..n]);
+        assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+        assert!(
+            answer
+                .to_ascii_lowercase()
+                .contains("www-authenticate: bearer"),
+            "{answer}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn missing_bad_and_underscoped_tokens_are_challenged() {
     let dir = tempfile::tempdir().unwrap();
     let file = token_file(dir.path());

@@ -1,6 +1,7 @@
 //! Connections: sockets that send nothing, half a head, or stop reading are reaped by their
-//! timers; a declared oversize body is refused before it is awaited; paths under `/mcp/` are
-//! not the endpoint; shutdown does not wait on a client that never finishes its head.
+//! timers; a declared oversize body is refused before it is awaited; a body that finds the
+//! budget for bodies in flight spent gets 503; paths under `/mcp/` are not the endpoint;
+//! shutdown does not wait on a client that never finishes its head.
 
 use std::time::{Duration, Instant};
 
@@ -122,6 +123,47 @@ async fn a_declared_oversize_body_is_refused_at_once() {
         .unwrap();
     let head = String::from_utf8_lossy(&buf[..n]);
     assert!(head.starts_with("HTTP/1.1 413"), "{head}");
+}
+
+#[tokio::test]
+async fn a_body_that_finds_the_budget_spent_is_told_to_retry() {
+    let http = http_server_with(server(Profile::WorkflowEngine).await, |c| {
+        c.max_body_bytes = 1024;
+        c.max_buffered_bytes = 1024;
+    })
+    .await;
+    let head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                Content-Length: 1000\r\n\r\n";
+    // The first body holds 900 of the 1,024 bytes the server may buffer, and never ends.
+    let mut holder = TcpStream::connect(http.addr).await.unwrap();
+    holder
+        .write_all(format!("{head}{}", " ".repeat(900)).as_bytes())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut second = TcpStream::connect(http.addr).await.unwrap();
+    second
+        .write_all(format!("{head}{}", " ".repeat(1000)).as_bytes())
+        .await
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let n = tokio::time::timeout(Duration::from_secs(2), second.read(&mut buf))
+        .await
+        .expect("answered at once")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase();
+    assert!(answer.starts_with("http/1.1 503"), "{answer}");
+    assert!(answer.contains("retry-after: 1"), "{answer}");
+    // Once the first body is gone, its bytes are back in the budget.
+    drop(holder);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\
+         Connection: close\r\n\r\n{}",
+        " ".repeat(1000)
+    );
+    assert_eq!(raw_status(http.addr, &request).await, 400);
 }
 
 #[tokio::test]

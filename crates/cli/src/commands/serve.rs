@@ -62,6 +62,11 @@ pub(crate) struct ServeArgs {
     /// Largest accepted request body in bytes.
     #[arg(long, env = "RIMTHAN_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     max_body_bytes: usize,
+    /// Most bytes of request bodies held at once across every connection (at least
+    /// --max-body-bytes); a body that finds them spent gets 503 with Retry-After. With what is
+    /// parsed from them, this bounds the server's memory (docs/operations/deploy.md, "Memory").
+    #[arg(long, env = "RIMTHAN_MAX_BUFFERED_BYTES", default_value_t = http::DEFAULT_MAX_BUFFERED_BYTES)]
+    max_buffered_bytes: usize,
     /// Most client connections served at once; further clients wait in the listen backlog.
     /// Held 128 below the process's descriptor limit (`ulimit -n`) whatever is asked.
     #[arg(long, env = "RIMTHAN_MAX_CONNECTIONS", default_value_t = 4096)]
@@ -212,6 +217,13 @@ impl ServeArgs {
             ),
         };
         let profile: Profile = self.profile.parse().map_err(InputError)?;
+        if self.max_buffered_bytes < self.max_body_bytes {
+            return Err(InputError(format!(
+                "--max-buffered-bytes ({}) is below --max-body-bytes ({}): no body of the largest accepted size could be read; raise it or lower --max-body-bytes",
+                self.max_buffered_bytes, self.max_body_bytes
+            ))
+            .into());
+        }
         let channel: ChannelName = self
             .channel
             .parse()
@@ -269,6 +281,7 @@ impl ServeArgs {
             }
             let mut config = HttpConfig::loopback(self.listen);
             config.max_body_bytes = self.max_body_bytes;
+            config.max_buffered_bytes = self.max_buffered_bytes;
             config.max_sessions = self.max_sessions;
             config.legacy_sessions = self.legacy_sessions;
             config.connections = ConnectionLimits {

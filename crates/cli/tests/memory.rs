@@ -1,0 +1,197 @@
+//! `rimthan serve` holds the memory `docs/operations/deploy.md` ("Memory") states for its
+//! default limits: callers without a token get 401 before a byte of their body is kept, and
+//! bodies from callers with one are bounded all together, however many connections send them
+//! and however slowly.
+#![cfg(target_os = "linux")]
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    net::TcpStream,
+    process::{Child, Command, Stdio},
+    sync::Arc,
+    time::Duration,
+};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
+
+/// The largest body the default limit accepts, as the JSON that costs most to hold parsed.
+const BODY_BYTES: usize = 4 * 1024 * 1024 - 1;
+
+/// What the deploy guide states the default limits hold the server to, above its resident
+/// memory at rest.
+const STATED_MIB: u64 = 768;
+
+/// A server process, killed when the test ends however it ends.
+struct Served(Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `rimthan serve` with its default limits and token auth, on a port it picks itself (read back
+/// from its log, so no other test can take the port in between).
+fn serve(tokens: &std::path::Path) -> (Served, u16) {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(["--database-url", "sqlite::memory:", "--auth", "tokens"])
+        .arg("--auth-tokens-file")
+        .arg(tokens)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (found, port) = std::sync::mpsc::channel();
+    // Keeps draining the log so the server never blocks on a full pipe.
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                let _ = found.send(digits.parse::<u16>().unwrap());
+            }
+        }
+    });
+    let child = Served(child);
+    let port = port
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the server logged its address");
+    (child, port)
+}
+
+/// A field of `/proc/PID/status`, in MiB.
+fn status_mib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib / 1024
+}
+
+/// A `tools/call` whose arguments hold `[0,0,…,0]`, `BODY_BYTES` long in all: two bytes a
+/// value, each value a node once parsed, the most a body of this size can cost to hold parsed.
+fn zeros() -> Arc<Vec<u8>> {
+    let head = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"name":"rimthan.submit_step_reports","arguments":{"zeros":[0"#;
+    let tail = b"]}}}";
+    let mut body = Vec::with_capacity(BODY_BYTES);
+    body.extend_from_slice(head);
+    while body.len() < BODY_BYTES - tail.len() - 1 {
+        body.extend_from_slice(b",0");
+    }
+    if body.len() < BODY_BYTES - tail.len() {
+        body.push(b' ');
+    }
+    body.extend_from_slice(tail);
+    assert_eq!(body.len(), BODY_BYTES);
+    Arc::new(body)
+}
+
+/// Opens `clients` connections at once, each sending a POST to `/mcp` declaring `BODY_BYTES`
+/// and then `sent` bytes of `body`; waits until every one has sent them and returns the open
+/// streams (a client whose answer came early and whose body was cut short counts as done).
+fn send_all(
+    port: u16,
+    clients: usize,
+    token: Option<&str>,
+    body: &Arc<Vec<u8>>,
+    sent: usize,
+) -> Vec<TcpStream> {
+    let authorization = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: tools/call\r\nMcp-Name: rimthan.submit_step_reports\r\n{authorization}Content-Length: {BODY_BYTES}\r\n\r\n"
+    );
+    let senders: Vec<_> = (0..clients)
+        .map(|_| {
+            let (head, body) = (head.clone(), body.clone());
+            std::thread::spawn(move || {
+                let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(20)))
+                    .unwrap();
+                stream.write_all(head.as_bytes()).unwrap();
+                let _ = stream.write_all(&body[..sent]);
+                stream
+            })
+        })
+        .collect();
+    senders.into_iter().map(|s| s.join().unwrap()).collect()
+}
+
+/// The status each stream was answered with (the body is sent whole first).
+fn statuses(streams: Vec<TcpStream>) -> Vec<u16> {
+    let threads: Vec<_> = streams
+        .into_iter()
+        .map(|mut stream| {
+            std::thread::spawn(move || {
+                let mut head = [0u8; 16];
+                let n = stream.read(&mut head).unwrap_or(0);
+                String::from_utf8_lossy(&head[..n])
+                    .split(' ')
+                    .nth(1)
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0)
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+#[test]
+fn many_slow_and_large_bodies_with_and_without_a_token_stay_within_the_stated_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.json");
+    let hash = rimthan_registry::Sha256Digest::of(b"ada-token").to_string();
+    let file = serde_json::json!({"tokens": [
+        {"sha256": hash, "principal": "ada", "organization": "lab", "scopes": ["rimthan:workflow"]},
+    ]});
+    std::fs::write(&tokens, file.to_string()).unwrap();
+    let (server, port) = serve(&tokens);
+    let pid = server.0.id();
+    let body = zeros();
+    let at_rest = status_mib(pid, "VmRSS:");
+    let grown = |what: &str| {
+        let grown = status_mib(pid, "VmHWM:").saturating_sub(at_rest);
+        eprintln!("{what}: peak {grown} MiB above rest ({at_rest} MiB)");
+        assert!(
+            grown <= STATED_MIB,
+            "{what}: the server grew by {grown} MiB, beyond the {STATED_MIB} MiB stated"
+        );
+    };
+
+    // 32 callers with a token at once, each sending a whole 4 MiB body: those the budget
+    // holds are parsed and answered (the tool refuses the arguments); the others are told to
+    // retry.
+    let large = send_all(port, 32, Some("ada-token"), &body, BODY_BYTES);
+    let answered = statuses(large);
+    grown("32 large bodies with a token");
+    assert!(
+        answered.iter().all(|s| [200, 503].contains(s)),
+        "{answered:?}"
+    );
+    assert!(
+        answered.contains(&503),
+        "the budget refused none: {answered:?}"
+    );
+
+    // 384 callers without a token, each sending all of a 4 MiB body but its last byte.
+    let slow = send_all(port, 384, None, &body, BODY_BYTES - 1);
+    grown("384 slow bodies without a token");
+    assert!(statuses(slow).iter().all(|s| *s == 401));
+
+    // 32 callers with a token at once, each sending all of a 4 MiB body but its last byte.
+    let slow = send_all(port, 32, Some("ada-token"), &body, BODY_BYTES - 1);
+    grown("32 slow bodies with a token");
+    drop(slow);
+
+    // 32 callers without a token, whole bodies: refused before any is read.
+    let large = send_all(port, 32, None, &body, BODY_BYTES);
+    assert!(statuses(large).iter().all(|s| *s == 401));
+    grown("32 large bodies without a token");
+}
