@@ -5,6 +5,9 @@
 //! SQLite's disk fills for real: the database lives on a 4 MiB tmpfs mounted for the test
 //! (root only; `RIMTHAN_TEST_REQUIRE_TMPFS=1`, set by CI, makes a failed mount an error rather
 //! than a skip). PostgreSQL's writer loses its connection mid-batch: the server terminates it.
+//! (A full PostgreSQL disk fails the same commit path; it is not filled here, because a
+//! tablespace on a tmpfs that goes away takes the shared test server down with it: its
+//! checkpointer panics on the missing files.)
 
 use std::{
     io::Write as _,

@@ -133,9 +133,11 @@ const STATEMENTS: Statements = Statements {
         attestation_sha256, reports_sha256, principal, at, organization, workflow, \
         workflow_version, step, step_index, failed, seconds) \
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
-    // Any commit writes the WAL, which is what a full server disk or a lost connection refuses.
-    probe: "INSERT INTO writer_probe (id, room) VALUES (1, NULL) \
-        ON CONFLICT (id) DO UPDATE SET room = NULL",
+    // 64 KiB that do not compress, so they need fresh pages as a change does: a full disk
+    // refuses them as it refuses a new session.
+    probe: "INSERT INTO writer_probe (id, room) \
+        SELECT 1, decode(string_agg(md5(random()::text), ''), 'hex') FROM generate_series(1, 4096) \
+        ON CONFLICT (id) DO UPDATE SET room = excluded.room",
 };
 
 /// PostgreSQL's spelling of the retention statements.
