@@ -193,3 +193,28 @@ fn a_new_version_is_appended_and_a_registry_without_a_lock_gets_one_from_its_rel
         second
     );
 }
+
+#[test]
+fn rebuilding_a_published_release_id_with_other_bytes_is_refused_naming_both_manifest_digests() {
+    let (source, out) = (source_copy(), tempfile::tempdir().unwrap());
+    let release: ReleaseId = "2027.01.0".parse().unwrap();
+    let first = build_release(source.path(), &release, &test_key()).unwrap();
+    publish(out.path(), &first).unwrap();
+    // The bootstrap paragraph has no version of its own: only the release's digest covers it.
+    std::fs::write(
+        source.path().join("bootstrap.md"),
+        "Start by the workflow id.\n",
+    )
+    .unwrap();
+    let rebuilt = build_release(source.path(), &release, &test_key()).unwrap();
+    let err = publish(out.path(), &rebuilt).unwrap_err();
+    assert_eq!(err.code(), "published_changed");
+    let message = err.to_string();
+    for part in [
+        "release 2027.01.0 manifest".to_owned(),
+        first.manifest_sha256.to_string(),
+        rebuilt.manifest_sha256.to_string(),
+    ] {
+        assert!(message.contains(&part), "{message} lacks {part}");
+    }
+}
