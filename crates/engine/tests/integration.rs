@@ -14,3 +14,4 @@ mod replicas;
 mod report_contracts;
 mod submissions;
 mod tenants;
+mod upgrade;

@@ -477,11 +477,13 @@ async fn metrics_are_valid_prometheus_text() {
         4.0
     );
     assert_eq!(get("rimthan_open_sessions"), 0.0);
+    let embedded = rimthan_registry::verify_embedded().unwrap();
+    let stable = embedded.channel(&"stable".parse().unwrap()).unwrap();
     assert_eq!(
         get(&format!(
             r#"rimthan_registry_release_info{{channel="stable",release="{}",manifest_sha256="{}"}}"#,
-            rimthan_registry::DEFAULT_RELEASE_ID,
-            rimthan_registry::DEFAULT_MANIFEST_SHA256
+            stable.id(),
+            stable.manifest_sha256()
         )),
         1.0
     );

@@ -1,18 +1,20 @@
-//! The default registry compiled into the binary, trusted by its pinned manifest digest.
+//! The default registry compiled into the binary, trusted by the manifest digests its
+//! publication lock pins.
 //!
 //! `registry/default/` is the output of `rimthan registry build` over `registry/source/` with
-//! the repository's development key (`registry/default-release.key`). That key is public by
-//! being committed, so it is refused for every external registry
-//! ([`external_policy`]); the embedded copy is trusted because its manifest digest below is
-//! part of the binary, and a test rebuilds the source and compares every byte.
+//! the repository's development key (`registry/default-release.key`), one release appended per
+//! content change and none ever rebuilt. That key is public by being committed, so it is refused
+//! for every external registry ([`external_policy`]); the embedded copy is trusted because every
+//! release's manifest digest is in its `published.json`, compiled into the binary with it. Tests
+//! rebuild the newest release from the source byte for byte and check every older one against
+//! the lock.
 
-use std::{collections::BTreeMap, str::FromStr};
+use std::str::FromStr;
 
 use crate::{
-    digest::Sha256Digest,
     error::RegistryError,
     files::RegistryFiles,
-    ids::ReleaseId,
+    published::{PUBLISHED_FILE, PublishedLock},
     release::VerifiedRegistry,
     signature::KeyId,
     verify::{TrustPolicy, verify_registry},
@@ -20,12 +22,7 @@ use crate::{
 
 include!(concat!(env!("OUT_DIR"), "/embedded_files.rs"));
 
-/// Release id of the embedded default release.
-pub const DEFAULT_RELEASE_ID: &str = "2026.12.0";
-/// SHA-256 of the embedded default release's `manifest.json`.
-pub const DEFAULT_MANIFEST_SHA256: &str =
-    "62fabdf90c87e1ce23284019b11d3d4e9fb99eef085ce48592c98f64d9426383";
-/// Id of the repository's development key that signs the embedded default release.
+/// Id of the repository's development key that signs the embedded default releases.
 pub const DEFAULT_KEY_ID: &str = "00220f89c0584f55";
 
 /// The embedded registry's files.
@@ -33,11 +30,18 @@ pub fn embedded_files() -> RegistryFiles {
     RegistryFiles::from_static(EMBEDDED_FILES)
 }
 
-/// The trust policy for the embedded registry: its pinned manifest digest.
-pub fn embedded_policy() -> TrustPolicy {
-    let release = ReleaseId::from_str(DEFAULT_RELEASE_ID).expect("valid constant");
-    let digest = Sha256Digest::from_str(DEFAULT_MANIFEST_SHA256).expect("valid constant");
-    TrustPolicy::Pinned(BTreeMap::from([(release, digest)]))
+/// The trust policy for the embedded registry: every release's manifest digest, as its
+/// compiled-in `published.json` records it.
+pub fn embedded_policy() -> Result<TrustPolicy, RegistryError> {
+    let lock = PublishedLock::read(&embedded_files())?.ok_or_else(|| {
+        RegistryError::PublishedLockInvalid {
+            file: PUBLISHED_FILE.into(),
+            reason: "the embedded default registry has no publication lock; rebuild the binary \
+                     from its own source tree"
+                .into(),
+        }
+    })?;
+    Ok(TrustPolicy::Pinned(lock.releases))
 }
 
 /// The trust policy for an operator's registry: its `keys/`, never the development key.
@@ -49,5 +53,5 @@ pub fn external_policy() -> TrustPolicy {
 
 /// Verifies the embedded default registry.
 pub fn verify_embedded() -> Result<VerifiedRegistry, RegistryError> {
-    verify_registry(&embedded_files(), &embedded_policy())
+    verify_registry(&embedded_files(), &embedded_policy()?)
 }

@@ -337,6 +337,31 @@ pub enum RegistryError {
         /// The release.
         release: String,
     },
+    /// A published release or versioned entry would name other bytes than it was published
+    /// with (`published.json`).
+    #[error(
+        "{file}: {entry} was published with sha256 {published} but is now sha256 {actual}; \
+         published content is immutable: restore it, and publish a change under a new version \
+         or release id"
+    )]
+    PublishedChanged {
+        /// Registry-relative path of the differing file.
+        file: String,
+        /// The release manifest or entry, and the release that first published it.
+        entry: String,
+        /// The digest recorded when it was published.
+        published: String,
+        /// The digest it has now.
+        actual: String,
+    },
+    /// `published.json` is malformed, missing, or does not account for every release.
+    #[error("{file}: {reason}")]
+    PublishedLockInvalid {
+        /// Registry-relative path of the lock.
+        file: String,
+        /// What is wrong and what to change.
+        reason: String,
+    },
     /// A release's bootstrap paragraph is not one a server may serve.
     #[error("{file}: {entry}: {reason}")]
     BootstrapInvalid {
@@ -394,6 +419,8 @@ impl RegistryError {
             RegistryError::ChannelUnknownRelease { .. } => "channel_unknown_release",
             RegistryError::ReleaseNotFound { .. } => "release_not_found",
             RegistryError::ReleaseExists { .. } => "release_exists",
+            RegistryError::PublishedChanged { .. } => "published_changed",
+            RegistryError::PublishedLockInvalid { .. } => "published_lock_invalid",
             RegistryError::BootstrapInvalid { .. } => "bootstrap_invalid",
             RegistryError::SourceInvalid { .. } => "source_invalid",
         }
@@ -446,6 +473,8 @@ impl RegistryError {
             | RegistryError::ChannelsInvalid { file, .. }
             | RegistryError::ChannelUnknownRelease { file, .. }
             | RegistryError::ReleaseExists { file, .. }
+            | RegistryError::PublishedChanged { file, .. }
+            | RegistryError::PublishedLockInvalid { file, .. }
             | RegistryError::ReportSchemaIncompatible { file, .. }
             | RegistryError::BootstrapInvalid { file, .. }
             | RegistryError::SourceInvalid { file, .. } => Some(file),

@@ -24,6 +24,7 @@
 mod bootstrap;
 mod builder;
 mod canonical;
+mod diff;
 mod digest;
 mod embedded;
 mod error;
@@ -34,6 +35,7 @@ mod init;
 mod instance;
 mod model;
 mod path;
+mod published;
 mod regular;
 mod release;
 mod renditions;
@@ -47,10 +49,10 @@ mod verify;
 pub use bootstrap::{BOOTSTRAP_ID, BOOTSTRAP_PATH, BOOTSTRAP_SOURCE, MAX_BOOTSTRAP_BYTES};
 pub use builder::{BuildWarning, BuiltRelease, build_release, publish, set_channel};
 pub use canonical::{is_canonical, to_canonical_bytes};
+pub use diff::{ChangeKind, EntryChange, ReleaseDiff, diff_releases};
 pub use digest::{DigestParseError, Sha256Digest};
 pub use embedded::{
-    DEFAULT_KEY_ID, DEFAULT_MANIFEST_SHA256, DEFAULT_RELEASE_ID, embedded_files, embedded_policy,
-    external_policy, verify_embedded,
+    DEFAULT_KEY_ID, embedded_files, embedded_policy, external_policy, verify_embedded,
 };
 pub use error::RegistryError;
 pub use files::{MAX_FILE_BYTES, RegistryFiles};
@@ -67,6 +69,9 @@ pub use model::{
     StepDoc, StepSummary, ValidatorDoc, ValidatorRef, WorkflowDoc,
 };
 pub use path::{PathRule, check_path_template, check_relative_path, expand_template};
+pub use published::{
+    PUBLISHED_FILE, PUBLISHED_FORMAT, PublishedEntry, PublishedLock, check_published, lock_of,
+};
 pub use release::{
     Asset, Schema, Step, TrustAnchor, Validator, VerifiedRegistry, VerifiedRelease, Workflow,
 };

@@ -8,6 +8,7 @@ mod fixtures;
 mod instance;
 mod manifest_fuzz;
 mod path_properties;
+mod published;
 mod report_contract;
 mod research_method;
 mod shipped_release;

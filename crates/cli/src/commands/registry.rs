@@ -1,4 +1,6 @@
-//! `rimthan registry …`: init, build, verify, inspect, promote, keygen.
+//! `rimthan registry …`: init, build, verify, inspect, diff, promote, keygen.
+
+mod diff;
 
 use std::{
     fs,
@@ -26,6 +28,8 @@ pub(crate) enum RegistryCommand {
     Verify(VerifyArgs),
     /// Show a registry's releases and entries as a table.
     Inspect(InspectArgs),
+    /// List the entries added, removed and changed between two releases.
+    Diff(diff::DiffArgs),
     /// Point a channel at a release, after verifying the registry.
     Promote(PromoteArgs),
     /// Generate an ed25519 signing key.
@@ -104,6 +108,7 @@ impl RegistryCommand {
                 Ok(())
             }
             RegistryCommand::Inspect(args) => inspect(args),
+            RegistryCommand::Diff(args) => diff::diff(args),
             RegistryCommand::Promote(args) => promote(args),
             RegistryCommand::Keygen(args) => keygen(args),
         }

@@ -1,5 +1,5 @@
-//! Publishing a built release into a registry folder without ever rewriting a release, and
-//! moving channels.
+//! Publishing a built release into a registry folder without ever rewriting a release or a
+//! published entry, and moving channels.
 
 use std::{fs, path::Path};
 
@@ -11,17 +11,33 @@ use crate::{
     error::RegistryError,
     files::{RegistryFiles, write_atomic},
     ids::{ChannelName, ReleaseId},
-    model::ChannelsFile,
+    model::{ChannelsFile, Manifest},
+    published::{PUBLISHED_FILE, PublishedLock, lock_of},
     verify::{CHANNELS_FILE, load_channels},
 };
 
-/// Writes a built release into the registry at `out`. An existing release with identical bytes
-/// is left alone; one with any different byte is an error, never rewritten.
+/// Writes a built release into the registry at `out` and records it in `published.json`.
+/// An existing release with identical bytes is left alone; one with any different byte is an
+/// error, never rewritten, and so is a release giving a (kind, id, version) that an earlier
+/// release published other bytes. Nothing is written when the build is refused.
 pub fn publish(out: &Path, built: &BuiltRelease) -> Result<(), RegistryError> {
     let prefix = format!("releases/{}/", built.release);
+    let existing = if out.exists() {
+        RegistryFiles::from_dir(out)?
+    } else {
+        RegistryFiles::default()
+    };
+    let mut lock = lock_of(&existing)?;
+    let manifest: Manifest = serde_json::from_slice(
+        built
+            .files
+            .get(&format!("{prefix}manifest.json"))
+            .expect("a built release has a manifest"),
+    )
+    .expect("a built manifest parses");
+    lock.record(&manifest, built.manifest_sha256)?;
     let release_dir = out.join("releases").join(built.release.as_str());
     if release_dir.exists() {
-        let existing = RegistryFiles::from_dir(out)?;
         let old: Vec<_> = existing.paths_under(&prefix).collect();
         let new: Vec<_> = built.files.paths_under(&prefix).collect();
         let differing = new
@@ -34,7 +50,8 @@ pub fn publish(out: &Path, built: &BuiltRelease) -> Result<(), RegistryError> {
                 release: built.release.to_string(),
             });
         }
-        return write_keys(out, built);
+        write_keys(out, built)?;
+        return write_lock(out, &existing, &lock);
     }
     write_keys(out, built)?;
     // Stage the release beside the registry and move it into place with one rename, so a
@@ -50,7 +67,25 @@ pub fn publish(out: &Path, built: &BuiltRelease) -> Result<(), RegistryError> {
         )?;
     }
     fs::create_dir_all(out.join("releases")).map_err(RegistryError::io(out))?;
-    fs::rename(&staging, &release_dir).map_err(RegistryError::io(&release_dir))
+    fs::rename(&staging, &release_dir).map_err(RegistryError::io(&release_dir))?;
+    // Written after the release is in place: a crash between the two leaves a release the next
+    // build records from its manifest, never a lock naming a release that is not there.
+    write_lock(out, &existing, &lock)
+}
+
+fn write_lock(
+    out: &Path,
+    existing: &RegistryFiles,
+    lock: &PublishedLock,
+) -> Result<(), RegistryError> {
+    let bytes = lock.to_bytes();
+    if existing
+        .get(PUBLISHED_FILE)
+        .is_some_and(|old| **old == bytes[..])
+    {
+        return Ok(());
+    }
+    write_atomic(&out.join(PUBLISHED_FILE), &bytes)
 }
 
 fn write_keys(out: &Path, built: &BuiltRelease) -> Result<(), RegistryError> {
