@@ -246,4 +246,10 @@ cases! {
     an_example_for_a_json_output_is_refused => "example-for-json-output",
     an_example_over_max_bytes_is_refused => "example-too-large",
     an_example_that_is_not_utf8_is_refused => "example-not-utf8",
+    a_work_step_without_a_validator_is_refused => "work-step-without-validator",
+    a_validator_setup_does_not_deliver_is_refused => "validator-not-delivered",
+    a_validator_input_typo_names_the_validator_source_line => "validator-input-typo",
+    a_validator_id_typo_suggests_the_near_miss => "validator-id-typo",
+    an_unknown_adapter_version_lists_the_versions_that_exist => "adapter-pin-unknown-version",
+    a_report_schema_that_drops_a_base_field_names_the_schema_file => "report-schema-drops-base-field",
 }
