@@ -60,7 +60,7 @@ pub use ids::{
     ValidatorId, ValidatorIsolation, Version, WorkflowId, WritePolicy,
 };
 pub use init::{INIT_WORKFLOW_ID, init_source};
-pub use instance::{example_or_instance, generate_instance};
+pub use instance::{example_or_instance, example_where_or_instance, generate_instance};
 pub use model::{
     AdapterContract, AdapterPin, AssetDelivery, AssetRef, ChannelsFile, Entry, EntryKind,
     MANIFEST_FORMAT, MEDIA_JSON, MEDIA_MARKDOWN, MEDIA_TOML, Manifest, OutputDecl, SchemaRef,

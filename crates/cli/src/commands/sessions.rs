@@ -162,8 +162,15 @@ impl ListArgs {
             println!("no sessions on page {}", self.page);
             return Ok(());
         }
+        // The workflow column is as wide as its longest id@version: cutting it would hide the
+        // version, which is what tells two runs of one workflow apart.
+        let labels: Vec<String> = sessions
+            .iter()
+            .map(|s| format!("{}@{}", s.workflow, s.workflow_version))
+            .collect();
+        let width = labels.iter().map(String::len).max().unwrap_or(0).max(24);
         println!(
-            "{:<32}  {:<16}  {:<12}  {:<24}  {:<11}  {:>5}  {:<9}  {:>6}  {:<20}  CHANGED",
+            "{:<32}  {:<16}  {:<12}  {:<width$}  {:<11}  {:>5}  {:<9}  {:>6}  {:<20}  CHANGED",
             "ID",
             "PRINCIPAL",
             "ORGANIZATION",
@@ -174,13 +181,13 @@ impl ListArgs {
             "REVISE",
             "STARTED"
         );
-        for s in &sessions {
+        for (s, label) in sessions.iter().zip(&labels) {
             println!(
-                "{:<32}  {:<16.16}  {:<12.12}  {:<24.24}  {:<11}  {:>5}  {:<9}  {:>6}  {:<20}  {}",
+                "{:<32}  {:<16.16}  {:<12.12}  {:<width$}  {:<11}  {:>5}  {:<9}  {:>6}  {:<20}  {}",
                 s.id.to_string(),
                 s.principal.as_deref().unwrap_or("-"),
                 s.organization.as_deref().unwrap_or("-"),
-                format!("{}@{}", s.workflow, s.workflow_version),
+                label,
                 s.harness,
                 s.position(s.steps(&registry)),
                 s.status.as_str(),
