@@ -159,3 +159,52 @@ fn a_channel_that_names_no_release_says_how_to_promote_one() {
         );
     }
 }
+
+#[test]
+fn every_round_of_validator_reports_is_shown_after_the_step_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = build(dir.path());
+    let database = format!("sqlite://{}", dir.path().join("store.db").display());
+    let project = dir.path().join("project");
+    let out = rimthan(&[
+        "stage",
+        "--registry",
+        registry.to_str().unwrap(),
+        "--harness",
+        "claude-code",
+        "--database-url",
+        &database,
+        "--project",
+        project.to_str().unwrap(),
+        "--revise",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let session = std::fs::read_to_string(project.join(".rimthan/workflow-session.json")).unwrap();
+    let session: serde_json::Value = serde_json::from_str(&session).unwrap();
+    let id = session["session_id"].as_str().unwrap().to_owned();
+
+    let show = |extra: &[&str]| {
+        let mut args = vec!["sessions", "show", "--database-url", &database, &id];
+        args.extend(extra);
+        let out = rimthan(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let shown: serde_json::Value = serde_json::from_str(&show(&["--json"])).unwrap();
+    let rounds = shown["report_rounds"]["write-result"].as_array().unwrap();
+    assert_eq!(rounds.len(), 2, "{rounds:?}");
+    let (failed, passed) = (&rounds[0]["reports"][0], &rounds[1]["reports"][0]);
+    assert_eq!(rounds[0]["round"], 1);
+    assert_eq!(failed["verdict"], "fail");
+    assert!(
+        !failed["findings"].as_array().unwrap().is_empty(),
+        "{failed}"
+    );
+    assert_eq!(passed["verdict"], "pass");
+    assert!(passed["items_checked"].as_u64().unwrap() >= 1, "{passed}");
+
+    let text = show(&[]);
+    assert!(text.contains("write-result round 1"), "{text}");
+    assert!(text.contains("result-checker@1.0.0 fail"), "{text}");
+    assert!(text.contains("items_checked = "), "{text}");
+}
