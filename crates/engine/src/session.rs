@@ -285,6 +285,10 @@ impl Session {
         at: &str,
         reports: &[crate::request::Report],
     ) {
+        // A step without validators (setup) has nothing to show.
+        if reports.is_empty() {
+            return;
+        }
         let rounds = self.report_rounds.entry(step.clone()).or_default();
         let round = rounds.last().map_or(1, |r| r.round + 1);
         rounds.push(ReportRound {

@@ -12,5 +12,6 @@ mod faults;
 mod isolation;
 mod replicas;
 mod report_contracts;
+mod report_rounds;
 mod submissions;
 mod tenants;
