@@ -39,7 +39,7 @@ async fn a_step_revised_past_the_bound_keeps_its_latest_rounds_in_order() {
             .keys()
             .map(|s| s.to_string())
             .collect::<Vec<_>>(),
-        [step.clone()],
+        std::slice::from_ref(&step),
         "setup, which runs no validator, has no rounds"
     );
     let rounds = &session.report_rounds[&step.parse().unwrap()];
