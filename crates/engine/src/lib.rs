@@ -36,7 +36,9 @@ pub use payload::*;
 pub use releases::Releases;
 pub use reports::{MAX_REPORT_EXTRA_BYTES, MAX_REPORT_EXTRA_FIELDS};
 pub use request::*;
-pub use session::{Finding, HostBinding, Principal, Session, SessionId, Status};
+pub use session::{
+    Finding, HostBinding, Principal, REPORT_ROUNDS_KEPT, ReportRound, Session, SessionId, Status,
+};
 pub use store::{
     Pruned, SessionQuery, SessionSummary, StatsQuery, Store, StoreError, WorkflowCount,
     WorkflowStats,

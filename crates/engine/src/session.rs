@@ -237,6 +237,11 @@ pub struct Session {
     /// base report are kept here with their report.
     #[serde(default)]
     pub reports: BTreeMap<StepId, Vec<crate::request::Report>>,
+    /// The reports of every judged round of each step, oldest first, the last
+    /// [`REPORT_ROUNDS_KEPT`] per step: the failing rounds that sent a step back stay
+    /// readable after it passes. Absent in sessions stored before it was recorded.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub report_rounds: BTreeMap<StepId, Vec<ReportRound>>,
     /// The request that made the latest change, for answering its identical retry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_change: Option<LastChange>,
@@ -253,10 +258,48 @@ pub struct Session {
     pub updated_at: String,
 }
 
+/// One judged submission of a step's reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportRound {
+    /// The round of this step, from 1.
+    pub round: u32,
+    /// RFC 3339 time it was judged.
+    pub at: String,
+    /// The reports as submitted, with the fields their report schemas add.
+    pub reports: Vec<crate::request::Report>,
+}
+
+/// How many report rounds a session keeps per step: enough for every round of a step revised
+/// a few times, while a step revised without end cannot grow the stored session without bound
+/// (each report is bounded by the request size).
+pub const REPORT_ROUNDS_KEPT: usize = 8;
+
 /// How many retired plan ids a session remembers, to tell superseded from unknown plans.
 const RETIRED_PLANS_KEPT: usize = 64;
 
 impl Session {
+    /// Records a judged round of `step`'s reports, forgetting its oldest beyond the bound.
+    pub(crate) fn record_round(
+        &mut self,
+        step: &StepId,
+        at: &str,
+        reports: &[crate::request::Report],
+    ) {
+        // A step without validators (setup) has nothing to show.
+        if reports.is_empty() {
+            return;
+        }
+        let rounds = self.report_rounds.entry(step.clone()).or_default();
+        let round = rounds.last().map_or(1, |r| r.round + 1);
+        rounds.push(ReportRound {
+            round,
+            at: at.to_owned(),
+            reports: reports.to_vec(),
+        });
+        let excess = rounds.len().saturating_sub(REPORT_ROUNDS_KEPT);
+        rounds.drain(..excess);
+    }
+
     /// Records that a plan is no longer pending, forgetting the oldest beyond a bound.
     pub(crate) fn retire(&mut self, plan: String) {
         self.retired_plans.push(plan);

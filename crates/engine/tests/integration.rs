@@ -12,6 +12,7 @@ mod faults;
 mod isolation;
 mod replicas;
 mod report_contracts;
+mod report_rounds;
 mod submissions;
 mod tenants;
 mod upgrade;

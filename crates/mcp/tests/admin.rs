@@ -117,6 +117,8 @@ async fn only_facilitators_open_the_view_and_each_sees_their_organization() {
     let page = get_as(addr, &format!("/admin/sessions/{session}"), "lead").await;
     assert_eq!(page.status, 200);
     assert!(page.body.contains(r#"id="timeline""#) && page.body.contains(r#"id="outputs""#));
+    assert!(page.body.contains(r#"id="reports""#), "{}", page.body);
+    assert!(page.body.contains("<td>pass</td>"), "{}", page.body);
     let workflow = done["workflow"]["id"].as_str().unwrap();
     let version = done["workflow"]["version"].as_str().unwrap();
     let stats = get_as(

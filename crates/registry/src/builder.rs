@@ -15,6 +15,7 @@
 //! embedded default release is proven to come from the committed source. Every diagnostic names
 //! the source file the author edits, also when the verifier refuses the built release.
 
+mod checks;
 mod examples;
 mod layout;
 mod publish;
@@ -28,6 +29,7 @@ use std::{
 
 use serde::Deserialize;
 
+use self::checks::{Catalog, StepFile, ValidatorSourceFile};
 use self::layout::{check_unlisted_steps, check_version_folder};
 use self::source::{
     expect_file, pairs, parse, parse_frontmatter, parse_json, read, read_text, source_error,
@@ -128,7 +130,7 @@ struct Builder {
     files: RegistryFiles,
     /// Built registry path → the source file it came from.
     sources: BTreeMap<String, PathBuf>,
-    validators: BTreeMap<ValidatorRef, PathBuf>,
+    catalog: Catalog,
     schemas: BTreeMap<SchemaRef, PathBuf>,
     used_validators: BTreeSet<ValidatorRef>,
     used_schemas: BTreeSet<SchemaRef>,
@@ -145,7 +147,7 @@ pub fn build_release(
         entries: Vec::new(),
         files: RegistryFiles::default(),
         sources: BTreeMap::new(),
-        validators: BTreeMap::new(),
+        catalog: Catalog::default(),
         schemas: BTreeMap::new(),
         used_validators: BTreeSet::new(),
         used_schemas: BTreeSet::new(),
@@ -227,12 +229,13 @@ impl Builder {
 
     fn check_unused_validators(&self) -> Result<(), RegistryError> {
         match self
+            .catalog
             .validators
             .iter()
             .find(|(v, _)| !self.used_validators.contains(*v))
         {
-            Some((v, path)) => Err(source_error(
-                path,
+            Some((v, file)) => Err(source_error(
+                &file.path,
                 format!(
                     "validator {}@{} is run by no step; add it to a step's validators or delete \
                      the file",
@@ -298,12 +301,16 @@ impl Builder {
                 inputs: src.inputs,
                 report_schema: src.report_schema,
             };
-            self.validators.insert(
+            self.catalog.validators.insert(
                 ValidatorRef {
                     id: doc.id.clone(),
                     version: version.clone(),
                 },
-                path.clone(),
+                ValidatorSourceFile {
+                    path: path.clone(),
+                    text: text.clone(),
+                    inputs: doc.inputs.clone(),
+                },
             );
             self.used_schemas.insert(doc.report_schema.clone());
             let json = to_canonical_bytes(&doc).expect("validator serializes");
@@ -395,6 +402,11 @@ impl Builder {
             let path = dir.join(&id).join(&version_file);
             let text = read_text(&path)?;
             let (src, body): (AdapterSource, _) = parse_frontmatter(&path, &text)?;
+            self.catalog
+                .adapters
+                .entry(id.clone())
+                .or_default()
+                .insert(version.clone());
             let mut e = entry(
                 EntryKind::Asset,
                 &id,
@@ -423,8 +435,11 @@ impl Builder {
             let src: WorkflowSource = parse_json(&def_path)?;
             let workflow_id: WorkflowId = parse(&def_path, &id)?;
             check_unlisted_steps(&root.join("steps"), &src.steps, &def_path)?;
+            self.catalog
+                .check_pins(&def_path, &read_text(&def_path)?, &src.harnesses)?;
             let mut docs = Vec::new();
             let mut paths = Vec::new();
+            let mut texts = Vec::new();
             for step_id in &src.steps {
                 let step_path = expect_file(
                     &root.join("steps"),
@@ -453,7 +468,15 @@ impl Builder {
                     validators: step.validators,
                 });
                 paths.push(step_path);
+                texts.push(text);
             }
+            let files: Vec<StepFile<'_>> = docs
+                .iter()
+                .zip(&paths)
+                .zip(&texts)
+                .map(|((doc, path), text)| StepFile { doc, path, text })
+                .collect();
+            self.catalog.check_steps(&files)?;
             examples::attach(&root.join("examples"), &mut docs)?;
             let mut summaries = Vec::new();
             for (doc, step_path) in docs.into_iter().zip(&paths) {

@@ -212,7 +212,7 @@ pub enum RegistryError {
          validator-report schema declares them (extra fields may be added)"
     )]
     ReportSchemaIncompatible {
-        /// Registry-relative path of the validator document.
+        /// Registry-relative path of the report schema.
         file: String,
         /// The validator (`validator <id>@<version>`).
         entry: String,

@@ -22,14 +22,21 @@ const MAX_FILL: u64 = 256;
 /// that validates, else `None` (the schema does not compile, or asks for what the generator
 /// cannot produce).
 pub fn example_or_instance(schema: &Value) -> Option<Value> {
+    example_where_or_instance(schema, |_| true)
+}
+
+/// Like [`example_or_instance`], from the first valid example that `wanted` accepts (for a
+/// report schema: a passing report, whose extra fields describe a pass).
+pub fn example_where_or_instance(schema: &Value, wanted: impl Fn(&Value) -> bool) -> Option<Value> {
     let validator = compile(schema)?;
-    if let Some(first) = schema
+    if let Some(example) = schema
         .get("examples")
         .and_then(Value::as_array)
-        .and_then(|a| a.first())
-        && validator.is_valid(first)
+        .into_iter()
+        .flatten()
+        .find(|e| wanted(e) && validator.is_valid(e))
     {
-        return Some(first.clone());
+        return Some(example.clone());
     }
     generate_instance_with(schema, &validator)
 }

@@ -61,8 +61,10 @@ pub use ids::{
     ReleaseId, SETUP_STEP, SchemaId, StepId, StepKind, ValidatorCapability, ValidatorExecution,
     ValidatorId, ValidatorIsolation, Version, WorkflowId, WritePolicy,
 };
-pub use init::{INIT_WORKFLOW_ID, init_source};
-pub use instance::{example_or_instance, generate_instance};
+pub use init::{
+    INIT_ADAPTER_VERSION, INIT_WORKFLOW_ID, InitOptions, init_source, init_source_with,
+};
+pub use instance::{example_or_instance, example_where_or_instance, generate_instance};
 pub use model::{
     AdapterContract, AdapterPin, AssetDelivery, AssetRef, ChannelsFile, Entry, EntryKind,
     MANIFEST_FORMAT, MEDIA_JSON, MEDIA_MARKDOWN, MEDIA_TOML, Manifest, OutputDecl, SchemaRef,

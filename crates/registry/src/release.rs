@@ -260,6 +260,14 @@ impl VerifiedRegistry {
     pub fn channels(&self) -> &BTreeMap<ChannelName, ReleaseId> {
         &self.channels.channels
     }
+    /// The channel names, comma-separated, or `none`: for messages that list them.
+    pub fn channel_list(&self) -> String {
+        if self.channels.channels.is_empty() {
+            return "none".into();
+        }
+        let names: Vec<&str> = self.channels.channels.keys().map(|c| c.as_str()).collect();
+        names.join(", ")
+    }
     /// The release a channel points at.
     pub fn channel(&self, name: &ChannelName) -> Option<&Arc<VerifiedRelease>> {
         self.releases.get(self.channels.channels.get(name)?)

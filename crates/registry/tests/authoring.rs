@@ -5,7 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use rimthan_registry::{BuiltRelease, RegistryError, build_release, init_source};
+use rimthan_registry::{
+    BuiltRelease, Harness, INIT_ADAPTER_VERSION, InitOptions, RegistryError, Version,
+    build_release, init_source, init_source_with,
+};
 use serde::Deserialize;
 
 use crate::common::{repo_root, test_key};
@@ -207,6 +210,72 @@ fn a_source_without_examples_builds_outputs_without_an_example_field() {
     assert!(!String::from_utf8_lossy(step).contains("example"));
 }
 
+#[test]
+fn init_names_the_workflow_and_pins_only_the_chosen_harnesses() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = InitOptions::new(
+        "vendor-review".parse().unwrap(),
+        vec![Harness::Codex, Harness::ClaudeCode],
+    );
+    let written = init_source_with(dir.path(), &options).unwrap();
+    assert!(
+        !written.iter().any(|p| p.contains("my-workflow")),
+        "{written:?}"
+    );
+    assert!(!dir.path().join("adapters/cowork").exists());
+    let built = build_release(dir.path(), &"0.1.0".parse().unwrap(), &test_key()).unwrap();
+    assert_eq!(built.warnings, []);
+    let doc: rimthan_registry::WorkflowDoc = serde_json::from_slice(
+        built
+            .files
+            .get("releases/0.1.0/workflows/vendor-review/1.0.0/definition.json")
+            .unwrap(),
+    )
+    .unwrap();
+    let pins: Vec<(Harness, String)> = doc
+        .harnesses
+        .iter()
+        .map(|(h, pin)| (*h, format!("{}@{}", pin.id, pin.version)))
+        .collect();
+    assert_eq!(
+        pins,
+        [
+            (Harness::Codex, format!("codex@{INIT_ADAPTER_VERSION}")),
+            (
+                Harness::ClaudeCode,
+                format!("claude-code@{INIT_ADAPTER_VERSION}")
+            ),
+        ]
+    );
+}
+
+/// `init`, the authoring guide and the committed source agree on one current adapter version:
+/// the highest each harness's adapter has.
+#[test]
+fn init_and_the_authoring_guide_pin_the_current_adapter_version() {
+    let current: Version = INIT_ADAPTER_VERSION.parse().unwrap();
+    for harness in Harness::ALL {
+        let dir = repo_root()
+            .join("registry/source/adapters")
+            .join(harness.as_str());
+        let highest = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| {
+                let name = e.unwrap().file_name().into_string().unwrap();
+                name.trim_end_matches(".md").parse::<Version>().unwrap()
+            })
+            .max()
+            .unwrap();
+        assert_eq!(highest, current, "{harness}");
+    }
+    let guide = std::fs::read_to_string(repo_root().join("docs/authoring.md")).unwrap();
+    assert!(guide.contains(&format!("\"version\": \"{INIT_ADAPTER_VERSION}\"")));
+    assert!(
+        !guide.contains("\"version\": \"1.1.0\"}"),
+        "§3 pins an old adapter"
+    );
+}
+
 macro_rules! cases {
     ($($name:ident => $case:literal),+ $(,)?) => {
         $(#[test] fn $name() { assert_case($case); })+
@@ -246,4 +315,10 @@ cases! {
     an_example_for_a_json_output_is_refused => "example-for-json-output",
     an_example_over_max_bytes_is_refused => "example-too-large",
     an_example_that_is_not_utf8_is_refused => "example-not-utf8",
+    a_work_step_without_a_validator_is_refused => "work-step-without-validator",
+    a_validator_setup_does_not_deliver_is_refused => "validator-not-delivered",
+    a_validator_input_typo_names_the_validator_source_line => "validator-input-typo",
+    a_validator_id_typo_suggests_the_near_miss => "validator-id-typo",
+    an_unknown_adapter_version_lists_the_versions_that_exist => "adapter-pin-unknown-version",
+    a_report_schema_that_drops_a_base_field_names_the_schema_file => "report-schema-drops-base-field",
 }

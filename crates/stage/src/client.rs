@@ -209,9 +209,10 @@ async fn connect_once(target: &Target) -> Result<Running, StageError> {
             }
             .map_err(StageError::Registry)?;
             if registry.channel(channel).is_none() {
-                return Err(StageError::Connect(format!(
-                    "channel {channel} names no release in the registry"
-                )));
+                return Err(StageError::ChannelWithoutRelease {
+                    channel: channel.clone(),
+                    channels: registry.channel_list(),
+                });
             }
             let store = rimthan_engine::store::open(database_url)
                 .await

@@ -37,6 +37,7 @@ async fn start(client: &Client, config: &StageConfig) -> Result<(Value, Value), 
             host["adapter"] = adapter;
         }
     }
+    let declared_adapter = host.get("adapter").is_some();
     // A fresh key per start, so retrying the start after a lost answer finds its session.
     let key = rimthan_engine::SessionId::generate().to_string();
     let mut arguments = json!({"workflow_id": chosen.id, "host": host, "idempotency_key": key});
@@ -45,9 +46,15 @@ async fn start(client: &Client, config: &StageConfig) -> Result<(Value, Value), 
     }
     let (value, _) = call(client, rimthan_mcp::START, arguments).await?;
     match value["status"].as_str() {
-        Some("blocked") => Err(StageError::Blocked {
-            codes: codes(&value),
-        }),
+        Some("blocked") => {
+            let mut codes = codes(&value);
+            // With no pin for this harness, stage declares no adapter; the server's
+            // unsupported_host_adapter is then about that omission, not the author's workflow.
+            if !declared_adapter && codes.iter().any(|c| c == "unsupported_harness") {
+                codes.retain(|c| c != "unsupported_host_adapter");
+            }
+            Err(StageError::Blocked { codes })
+        }
         Some("rejected") => Err(StageError::Rejected {
             step: "(start)".into(),
             tool: rimthan_mcp::START.into(),

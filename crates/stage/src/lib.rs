@@ -71,6 +71,18 @@ pub enum StageError {
     /// The server could not be reached or spoke no MCP.
     #[error("cannot talk to the server: {0}")]
     Connect(String),
+    /// The in-process server's channel names no release, so there is nothing to serve.
+    #[error(
+        "channel {channel} names no release in the registry (channels: {channels}); point it at \
+         a release with `rimthan registry promote REGISTRY --channel {channel} --release ID`, or \
+         pass --channel"
+    )]
+    ChannelWithoutRelease {
+        /// The channel asked for.
+        channel: ChannelName,
+        /// The channels the registry has, comma-separated (`none` when it has none).
+        channels: String,
+    },
     /// The server is not a rimthan workflow engine with exactly the four tools.
     #[error("the server is not a rimthan workflow engine: {0}")]
     Identity(String),

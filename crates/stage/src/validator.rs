@@ -47,10 +47,14 @@ pub(crate) async fn report(
         "findings": findings, "inputs_read": read, "capabilities_used": used});
 
     let mut report = match validator["report_schema"]["uri"].as_str() {
-        Some(uri) => match rimthan_registry::example_or_instance(&read_json(client, uri).await?) {
-            Some(Value::Object(fields)) => fields,
-            _ => Map::new(),
-        },
+        Some(uri) => {
+            let schema = read_json(client, uri).await?;
+            match rimthan_registry::example_where_or_instance(&schema, |e| e["verdict"] == verdict)
+            {
+                Some(Value::Object(fields)) => fields,
+                _ => Map::new(),
+            }
+        }
         None => Map::new(),
     };
     report.extend(base.as_object().expect("an object").clone());

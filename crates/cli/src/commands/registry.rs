@@ -11,9 +11,9 @@ use std::{
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use rimthan_registry::{
-    ChannelName, INIT_WORKFLOW_ID, RegistryError, RegistryFiles, ReleaseId, SigningKey,
-    SigningKeyFile, VerifiedRegistry, build_release, external_policy, init_source, publish,
-    set_channel, verify_embedded, verify_registry,
+    ChannelName, INIT_WORKFLOW_ID, InitOptions, RegistryError, RegistryFiles, ReleaseId,
+    SigningKey, SigningKeyFile, VerifiedRegistry, build_release, external_policy, init_source_with,
+    publish, set_channel, verify_embedded, verify_registry,
 };
 
 use super::InputError;
@@ -61,6 +61,12 @@ pub(crate) struct BuildArgs {
 pub(crate) struct InitArgs {
     /// The folder to write the source into (created when absent; must be empty).
     dir: PathBuf,
+    /// The workflow's id: its folder under workflows/ (default: my-workflow).
+    #[arg(long)]
+    workflow: Option<String>,
+    /// A harness to pin at the current adapter version (repeatable; default: all four).
+    #[arg(long = "harness")]
+    harnesses: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -169,18 +175,29 @@ fn build(args: BuildArgs) -> anyhow::Result<()> {
 }
 
 fn init(args: InitArgs) -> anyhow::Result<()> {
-    let written = init_source(&args.dir)?;
+    let workflow: rimthan_registry::WorkflowId = match &args.workflow {
+        Some(id) => parse(id)?,
+        None => INIT_WORKFLOW_ID.parse().expect("a valid id"),
+    };
+    let harnesses = args
+        .harnesses
+        .iter()
+        .map(|h| parse(h))
+        .collect::<anyhow::Result<Vec<rimthan_registry::Harness>>>()?;
+    let options = InitOptions::new(workflow.clone(), harnesses);
+    let harness = options.harnesses[0];
+    let written = init_source_with(&args.dir, &options)?;
     let dir = args.dir.display();
     println!("wrote a release source into {dir}:");
     for path in written {
         println!("  {path}");
     }
     println!(
-        "\nEdit the workflow under {dir}/workflows/{INIT_WORKFLOW_ID}/, then:\n\
+        "\nEdit the workflow under {dir}/workflows/{workflow}/, then:\n\
          \x20 rimthan registry keygen --out my-org.key\n\
          \x20 rimthan registry build {dir} --out my-registry --release 0.1.0 --key my-org.key --channel stable\n\
          \x20 rimthan serve --registry my-registry\n\
-         \x20 rimthan stage --harness codex --project my-try --url http://127.0.0.1:8787/mcp --workflow {INIT_WORKFLOW_ID}\n\
+         \x20 rimthan stage --harness {harness} --project my-try --url http://127.0.0.1:8787/mcp --workflow {workflow}\n\
          See docs/registry-format.md (section 5) for the source format."
     );
     Ok(())

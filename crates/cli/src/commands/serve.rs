@@ -234,13 +234,10 @@ impl ServeArgs {
         };
         let Some(active) = registry.channel(&channel) else {
             return Err(InputError(format!(
-                "channel {channel} names no release in the registry (channels: {})",
-                registry
-                    .channels()
-                    .keys()
-                    .map(|c| c.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "channel {channel} names no release in the registry (channels: {}); point it at \
+                 a release with `rimthan registry promote REGISTRY --channel {channel} --release \
+                 ID`, or pass --channel",
+                registry.channel_list()
             ))
             .into());
         };

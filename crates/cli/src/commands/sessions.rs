@@ -162,8 +162,15 @@ impl ListArgs {
             println!("no sessions on page {}", self.page);
             return Ok(());
         }
+        // The workflow column is as wide as its longest id@version: cutting it would hide the
+        // version, which is what tells two runs of one workflow apart.
+        let labels: Vec<String> = sessions
+            .iter()
+            .map(|s| format!("{}@{}", s.workflow, s.workflow_version))
+            .collect();
+        let width = labels.iter().map(String::len).max().unwrap_or(0).max(24);
         println!(
-            "{:<32}  {:<16}  {:<12}  {:<24}  {:<11}  {:>5}  {:<9}  {:>6}  {:<20}  CHANGED",
+            "{:<32}  {:<16}  {:<12}  {:<width$}  {:<11}  {:>5}  {:<9}  {:>6}  {:<20}  CHANGED",
             "ID",
             "PRINCIPAL",
             "ORGANIZATION",
@@ -174,13 +181,13 @@ impl ListArgs {
             "REVISE",
             "STARTED"
         );
-        for s in &sessions {
+        for (s, label) in sessions.iter().zip(&labels) {
             println!(
-                "{:<32}  {:<16.16}  {:<12.12}  {:<24.24}  {:<11}  {:>5}  {:<9}  {:>6}  {:<20}  {}",
+                "{:<32}  {:<16.16}  {:<12.12}  {:<width$}  {:<11}  {:>5}  {:<9}  {:>6}  {:<20}  {}",
                 s.id.to_string(),
                 s.principal.as_deref().unwrap_or("-"),
                 s.organization.as_deref().unwrap_or("-"),
-                format!("{}@{}", s.workflow, s.workflow_version),
+                label,
                 s.harness,
                 s.position(s.steps(&registry)),
                 s.status.as_str(),
@@ -222,7 +229,8 @@ impl ShowArgs {
                 "principal": session.principal, "step_index": session.step_index,
                 "revise_rounds": session.revise_rounds, "created_at": session.created_at,
                 "updated_at": session.updated_at, "timeline": timeline,
-                "findings": session.findings, "outputs": outputs,
+                "findings": session.findings, "report_rounds": session.report_rounds,
+                "outputs": outputs,
             });
             println!("{}", serde_json::to_string_pretty(&shown)?);
             return Ok(());
@@ -283,6 +291,7 @@ impl ShowArgs {
                 );
             }
         }
+        print_report_rounds(&session);
         if !outputs.is_empty() {
             println!("\naccepted outputs (attested; the store holds no bodies)");
             for (path, a) in &session.ledger {
@@ -290,5 +299,44 @@ impl ShowArgs {
             }
         }
         Ok(())
+    }
+}
+
+/// Every kept round of validator reports, per step: verdict, summary, findings and the fields
+/// a report schema adds.
+fn print_report_rounds(session: &rimthan_engine::Session) {
+    if session.report_rounds.is_empty() {
+        return;
+    }
+    println!(
+        "\nvalidator reports (the last {} rounds per step)",
+        rimthan_engine::REPORT_ROUNDS_KEPT
+    );
+    for (step, rounds) in &session.report_rounds {
+        for round in rounds {
+            println!("  {step} round {} ({})", round.round, round.at);
+            for r in &round.reports {
+                let verdict = serde_json::to_value(r.verdict).unwrap_or_default();
+                println!(
+                    "    {}@{} {}: {}",
+                    r.validator_id,
+                    r.validator_version,
+                    verdict.as_str().unwrap_or("-"),
+                    r.summary
+                );
+                for f in &r.findings {
+                    let severity = serde_json::to_value(f.severity).unwrap_or_default();
+                    println!(
+                        "      {} {}: {}",
+                        severity.as_str().unwrap_or("-"),
+                        f.path.as_deref().unwrap_or("-"),
+                        f.message
+                    );
+                }
+                for (field, value) in &r.extra {
+                    println!("      {field} = {value}");
+                }
+            }
+        }
     }
 }

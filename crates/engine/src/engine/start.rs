@@ -139,6 +139,7 @@ impl Engine {
             attested: Default::default(),
             findings: Vec::new(),
             reports: Default::default(),
+            report_rounds: Default::default(),
             last_change: Some(change.clone()),
             revise_rounds: 0,
             step_entered_at: Some(now.clone()),

@@ -77,6 +77,7 @@ impl Engine {
                 .filter(|r| r.verdict == Verdict::Fail)
                 .collect();
             let now = now_rfc3339();
+            next.record_round(&plan.step, &now, &req.reports);
             let mut judgement = Judgement {
                 step: plan.step.to_string(),
                 step_index: session.step_index as u64,

@@ -8,6 +8,7 @@
 
 mod charts;
 mod pages;
+mod reports;
 
 use std::sync::Arc;
 

@@ -253,7 +253,8 @@ fn codes(entry: &AuditEntry) -> String {
         .join(", ")
 }
 
-/// One session: where it stands, its timeline, latest findings and accepted outputs.
+/// One session: where it stands, its timeline, latest findings, validator reports and
+/// accepted outputs.
 pub(super) fn session(
     access: &Access,
     viewer: &Viewer,
@@ -332,6 +333,7 @@ pub(super) fn session(
                     }
                 }
             }
+            (super::reports::report_rounds(session))
             h2 { "Accepted outputs" }
             p { "What was attested and accepted; the server keeps digests, never the files." }
             @if session.ledger.is_empty() {

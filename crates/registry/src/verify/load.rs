@@ -62,8 +62,9 @@ impl<'a> Structure<'a> {
                 );
             };
             report_contract::check_report_schema(schema.value()).map_err(|breach| {
+                // The schema is what the author edits to fix this, so it is the file named.
                 RegistryError::ReportSchemaIncompatible {
-                    file: self.file(&validator.entry),
+                    file: self.file(&schema.entry),
                     entry: validator.entry.label(),
                     schema: format!("{}@{}", r.id, r.version),
                     field: breach.field,
