@@ -8,6 +8,12 @@ use crate::script::Script;
 use crate::sql::SqlLint;
 use crate::{CheckError, Finding, Limits, Severity, data, markdown, sql};
 
+/// Stack of the thread a run gets. The parsers recurse per nesting level, which is bounded
+/// (`sql::MAX_SQL_NESTING`, serde's limit of 128), but a debug build spends several times the
+/// stack of a release build per level, more than a test or tokio thread's 2 MiB; the
+/// reservation is virtual, and only what the parsers reach is committed.
+const RUN_STACK: usize = 64 << 20;
+
 /// A compiled check of one kind, with the bounds it runs under.
 #[derive(Debug, Clone)]
 pub struct Check {
@@ -55,10 +61,24 @@ impl Check {
     /// (`Finding`'s order), so the same inputs give the same list on every run.
     pub fn run(&self, inputs: &[Input<'_>]) -> Result<Vec<Finding>, CheckError> {
         let admitted = admit(inputs, &self.limits)?;
+        std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("rimthan-check".to_owned())
+                .stack_size(RUN_STACK)
+                .spawn_scoped(scope, || self.run_admitted(&admitted))
+                .map_err(|e| CheckError::InputsInvalid {
+                    reason: format!("no thread for the check: {e}"),
+                })?
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+    }
+
+    fn run_admitted(&self, admitted: &[TextInput<'_>]) -> Result<Vec<Finding>, CheckError> {
         let mut findings = Vec::new();
         match &self.kind {
-            Kind::SqlLint(lint) => lint.run(&admitted, &mut findings),
-            Kind::Script(script) => match parsed(&admitted) {
+            Kind::SqlLint(lint) => lint.run(admitted, &mut findings),
+            Kind::Script(script) => match parsed(admitted) {
                 Ok(inputs) => findings = script.run(inputs, &self.limits)?,
                 Err(parse_errors) => findings = parse_errors,
             },

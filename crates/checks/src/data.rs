@@ -8,6 +8,9 @@ use crate::{Finding, Severity};
 /// The rule id of the finding an input that its own format cannot parse gets.
 pub const PARSE_ERROR_RULE: &str = "parse_error";
 
+/// serde_norway's recursion limit.
+const MAX_YAML_FLOW_DEPTH: usize = 128;
+
 fn parse_error(input: &str, line: Option<u64>, message: String) -> Finding {
     let line = line.and_then(|l| u32::try_from(l).ok()).filter(|&l| l > 0);
     Finding::new(PARSE_ERROR_RULE, Severity::Error, message).at(input, line)
@@ -90,6 +93,21 @@ fn from_json(value: serde_json::Value) -> Dynamic {
 /// `input.yaml`: like `input.json`; keys that are not strings are written as YAML would print
 /// them, and tags are dropped. serde_norway bounds nesting and alias expansion.
 pub(crate) fn yaml(input: &str, text: &str) -> Result<Dynamic, Finding> {
+    // libyaml's scanner slows quadratically with open flow collections long before
+    // serde_norway's own nesting limit refuses them; refuse them first, at that same limit.
+    let mut depth = 0usize;
+    for (offset, byte) in text.bytes().enumerate() {
+        match byte {
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => continue,
+        }
+        if depth > MAX_YAML_FLOW_DEPTH {
+            let line = text[..offset].matches('\n').count() + 1;
+            let message = format!("YAML nests more than {MAX_YAML_FLOW_DEPTH} brackets");
+            return Err(parse_error(input, u64::try_from(line).ok(), message));
+        }
+    }
     let value: serde_norway::Value = serde_norway::from_str(text).map_err(|e| {
         let line = e.location().and_then(|l| u64::try_from(l.line()).ok());
         parse_error(input, line, format!("YAML does not parse: {e}"))

@@ -16,10 +16,69 @@ pub const SQL_SYNTAX_ERROR_RULE: &str = "syntax-error";
 /// not switch off the rules its check names.
 pub const SQL_IGNORE_COMMENT_RULE: &str = "squawk-ignore-refused";
 
+/// Deepest SQL nesting parsed: squawk's parser recurses once per level (brackets, prefix
+/// operators, `CASE`) and slows quadratically with depth, so deeper text is a syntax error
+/// found by the lexer (which does not recurse) before the parser sees it.
+pub(crate) const MAX_SQL_NESTING: usize = 256;
+
+/// The first offset at which `text` nests deeper than `MAX_SQL_NESTING`, counting open
+/// brackets, open `CASE`s, and the run of words and operators since the last literal, comma,
+/// semicolon or closing bracket (a chain such as `NOT NOT NOT …` or `- - - …`). Ordinary
+/// statements stay far below it: commas and literals end a run.
+fn too_deep(text: &str) -> Option<usize> {
+    use squawk_lexer::TokenKind as T;
+    let (mut brackets, mut cases, mut run, mut offset) = (0usize, 0usize, 0usize, 0usize);
+    for token in squawk_lexer::tokenize(text) {
+        let start = offset;
+        offset += token.len as usize;
+        match token.kind {
+            T::Whitespace | T::LineComment | T::BlockComment { .. } => continue,
+            T::OpenParen | T::OpenBracket | T::OpenCurly => brackets += 1,
+            T::CloseParen | T::CloseBracket | T::CloseCurly => {
+                brackets = brackets.saturating_sub(1);
+                run = 0;
+            }
+            T::Literal { .. } | T::Comma | T::Semi | T::PositionalParam { .. } => run = 0,
+            T::Ident => {
+                let word = &text[start..offset];
+                if word.eq_ignore_ascii_case("case") {
+                    cases += 1;
+                } else if word.eq_ignore_ascii_case("end") {
+                    cases = cases.saturating_sub(1);
+                }
+                run += 1;
+            }
+            _ => run += 1,
+        }
+        if brackets + cases + run > MAX_SQL_NESTING {
+            return Some(start);
+        }
+    }
+    None
+}
+
+fn too_deep_message() -> String {
+    format!(
+        "SQL nests deeper than {MAX_SQL_NESTING} levels (brackets, CASE, or a chain of words and operators with no literal or comma)"
+    )
+}
+
 /// `input.sql`: `statements`, each `#{ line, text }`, and `errors`, each `#{ line, message }`
 /// (squawk's parser recovers, so a script sees every statement it could read).
 pub(crate) fn parse(text: &str) -> Dynamic {
     let lines = LineIndex::new(text);
+    if let Some(offset) = too_deep(text) {
+        let mut error = Map::new();
+        error.insert(
+            "line".into(),
+            Dynamic::from_int(i64::from(lines.line(offset))),
+        );
+        error.insert("message".into(), too_deep_message().into());
+        let mut map = Map::new();
+        map.insert("statements".into(), Array::new().into());
+        map.insert("errors".into(), Array::from([Dynamic::from(error)]).into());
+        return map.into();
+    }
     let parse = SourceFile::parse(text);
     let statements: Array = parse
         .tree()
@@ -90,6 +149,13 @@ impl SqlLint {
     fn lint(&self, input: &TextInput<'_>, findings: &mut Vec<Finding>) {
         let lines = LineIndex::new(input.text);
         let at = |offset: usize| Some(lines.line(offset));
+        if let Some(offset) = too_deep(input.text) {
+            findings.push(
+                Finding::new(SQL_SYNTAX_ERROR_RULE, Severity::Error, too_deep_message())
+                    .at(input.name, at(offset)),
+            );
+            return;
+        }
         let parse = SourceFile::parse(input.text);
         for error in parse.errors() {
             let message = format!("SQL does not parse: {}", error.message());

@@ -1,1 +1,6 @@
-fn main() {}
+//! Behaviour tests of the check runtime, one binary.
+
+mod common;
+mod determinism;
+mod fixtures;
+mod never_panics;
