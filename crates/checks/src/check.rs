@@ -66,8 +66,8 @@ impl Check {
                 .name("rimthan-check".to_owned())
                 .stack_size(RUN_STACK)
                 .spawn_scoped(scope, || self.run_admitted(&admitted))
-                .map_err(|e| CheckError::InputsInvalid {
-                    reason: format!("no thread for the check: {e}"),
+                .map_err(|e| CheckError::RuntimeUnavailable {
+                    message: e.to_string(),
                 })?
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))

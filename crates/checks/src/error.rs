@@ -92,6 +92,12 @@ pub enum CheckError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The machine could not start the thread a run gets (`docs/checks.md` §Bounds).
+    #[error("no thread to run the check on: {message}")]
+    RuntimeUnavailable {
+        /// What the operating system said.
+        message: String,
+    },
     /// The check failed at run time for a reason of its own (a type error, an unknown function,
     /// a `throw`).
     #[error("check failed at line {line}, column {column}: {message}")]
@@ -120,6 +126,7 @@ impl CheckError {
             Self::WallTimeExceeded { .. } => "check_wall_time_exceeded",
             Self::TooManyFindings { .. } => "check_too_many_findings",
             Self::FindingInvalid { .. } => "check_finding_invalid",
+            Self::RuntimeUnavailable { .. } => "check_runtime_unavailable",
             Self::ScriptFailed { .. } => "check_script_failed",
         }
     }
