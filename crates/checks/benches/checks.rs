@@ -52,6 +52,8 @@ fn bench(c: &mut Criterion) {
     let markdown = markdown();
     let sql = sql();
     let script = Check::script(QUOTES_CITE, Limits::default()).unwrap();
+    // Reads nothing: what admitting and parsing the input into the script's values costs alone.
+    let empty = Check::script("let unused = 0;", Limits::default()).unwrap();
     let lint = Check::sql_lint(
         [
             ("renaming-column", Severity::Error),
@@ -75,6 +77,9 @@ fn bench(c: &mut Criterion) {
     group.bench_function("sha256", |b| b.iter(|| Sha256::digest(&markdown)));
     group.bench_function("markdown_quotes_cite", |b| {
         b.iter(|| script.run(&[Input::new("findings.md", &markdown)]).unwrap())
+    });
+    group.bench_function("markdown_parsed_only", |b| {
+        b.iter(|| empty.run(&[Input::new("findings.md", &markdown)]).unwrap())
     });
     group.bench_function("sql_lint_three_rules", |b| {
         b.iter(|| lint.run(&[Input::new("up.sql", &sql)]).unwrap())
