@@ -246,3 +246,80 @@ pub fn registry_files(data: &[u8]) {
         assert!(!e.code().is_empty(), "{e}");
     }
 }
+
+/// A script check that reads every parsed form of every input, as the behaviour tests' one in
+/// `crates/checks/tests/never_panics.rs` does, with a low operation bound so each input is fast.
+static CHECK_SCRIPT: LazyLock<rimthan_checks::Check> = LazyLock::new(|| {
+    rimthan_checks::Check::script(
+        r#"
+        for name in inputs.keys() {
+            let input = inputs[name];
+            let form = input[input.format];
+            if input.format == "markdown" {
+                for q in form.quotes { if q.text == "" { error("empty-quote", "empty", name, q.line); } }
+                for t in form.tables { if t.header.len() == 0 { warning("t", "no header", name, t.line); } }
+                for p in form.paragraphs { if p.sentences.len() > 3 { warning("p", "long", name, p.line); } }
+            } else if input.format == "csv" {
+                for row in form.rows { if row.values.len() == 0 { warning("r", "empty", name, row.line); } }
+            } else if input.format == "sql" {
+                for e in form.errors { warning("sql", "error", name, e.line); }
+            }
+        }
+        "#,
+        check_limits(),
+    )
+    .expect("the fuzz check compiles")
+});
+
+static SQL_LINT: LazyLock<rimthan_checks::Check> = LazyLock::new(|| {
+    use rimthan_checks::Severity::{Error, Warning};
+    rimthan_checks::Check::sql_lint(
+        [
+            ("renaming-column", Error),
+            ("require-timeout-settings", Warning),
+        ],
+        check_limits(),
+    )
+    .expect("the fuzz sql-lint check compiles")
+});
+
+fn check_limits() -> rimthan_checks::Limits {
+    rimthan_checks::Limits::default()
+        .with_max_operations(100_000)
+        .with_max_findings(100)
+}
+
+/// `check_inputs`: the first byte picks the format (text, Markdown, CSV, JSON, YAML, SQL), the
+/// rest is an output's bytes. The script check and the sql-lint check give sorted findings
+/// within the findings bound, or a named input or bound error, never a panic or an abort.
+pub fn check_inputs(data: &[u8]) {
+    use rimthan_checks::{CheckError, Format, Input};
+    const FORMATS: [Format; 6] = [
+        Format::Text,
+        Format::Markdown,
+        Format::Csv,
+        Format::Json,
+        Format::Yaml,
+        Format::Sql,
+    ];
+    let Some((&pick, bytes)) = data.split_first() else {
+        return;
+    };
+    let format = FORMATS[usize::from(pick) % FORMATS.len()];
+    let input = [Input::with_format("output", bytes, format)];
+    for check in [&*CHECK_SCRIPT, &*SQL_LINT] {
+        match check.run(&input) {
+            Ok(findings) => {
+                assert!(findings.len() <= 100);
+                assert!(findings.is_sorted());
+            }
+            Err(
+                CheckError::InputNotText { .. }
+                | CheckError::OperationsExceeded { .. }
+                | CheckError::WallTimeExceeded { .. }
+                | CheckError::TooManyFindings { .. },
+            ) => {}
+            Err(other) => panic!("{format:?}: unexpected {} ({other})", other.code()),
+        }
+    }
+}

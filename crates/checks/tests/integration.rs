@@ -1,0 +1,6 @@
+//! Behaviour tests of the check runtime, one binary.
+
+mod common;
+mod determinism;
+mod fixtures;
+mod never_panics;
