@@ -5,28 +5,23 @@
 #![cfg(unix)]
 
 use std::{
-    io::{BufRead, BufReader, Read, Write},
+    io::{Read, Write},
     net::TcpStream,
-    process::{Child, Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
+mod common;
+
+use common::{Served, serve_on_free_port};
+
 const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
-
-/// A server process, killed when the test ends however it ends.
-struct Served(Child);
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// `rimthan serve` on a port it picks itself (read back from its log, so no other test can
 /// take the port in between) with a memory store, its descriptor limit set to `nofile`.
 fn serve(nofile: u32, extra: &[&str]) -> (Served, u16) {
-    let mut child = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .arg("-c")
         .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
         .arg(BIN)
@@ -37,28 +32,8 @@ fn serve(nofile: u32, extra: &[&str]) -> (Served, u16) {
             "--database-url",
             "sqlite::memory:",
         ])
-        .args(extra)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let (found, port) = std::sync::mpsc::channel();
-    // Keeps draining the log so the server never blocks on a full pipe.
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
-                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-                let _ = found.send(digits.parse::<u16>().unwrap());
-            }
-        }
-    });
-    let child = Served(child);
-    let port = port
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the server logged its address");
-    (child, port)
+        .args(extra);
+    serve_on_free_port(command)
 }
 
 fn healthz(port: u16, timeout: Duration) -> std::io::Result<String> {

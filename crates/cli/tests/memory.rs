@@ -5,12 +5,16 @@
 #![cfg(target_os = "linux")]
 
 use std::{
-    io::{BufRead, BufReader, Read, Write},
+    io::{Read, Write},
     net::TcpStream,
-    process::{Child, Command, Stdio},
+    process::Command,
     sync::Arc,
     time::Duration,
 };
+
+mod common;
+
+use common::{Served, serve_on_free_port};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
 
@@ -21,45 +25,16 @@ const BODY_BYTES: usize = 4 * 1024 * 1024 - 1;
 /// memory at rest.
 const STATED_MIB: u64 = 768;
 
-/// A server process, killed when the test ends however it ends.
-struct Served(Child);
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `rimthan serve` with its default limits and token auth, on a port it picks itself (read back
 /// from its log, so no other test can take the port in between).
 fn serve(tokens: &std::path::Path) -> (Served, u16) {
-    let mut child = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    command
         .args(["serve", "--listen", "127.0.0.1:0"])
         .args(["--database-url", "sqlite::memory:", "--auth", "tokens"])
         .arg("--auth-tokens-file")
-        .arg(tokens)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let (found, port) = std::sync::mpsc::channel();
-    // Keeps draining the log so the server never blocks on a full pipe.
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
-                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-                let _ = found.send(digits.parse::<u16>().unwrap());
-            }
-        }
-    });
-    let child = Served(child);
-    let port = port
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the server logged its address");
-    (child, port)
+        .arg(tokens);
+    serve_on_free_port(command)
 }
 
 /// A field of `/proc/PID/status`, in MiB.
