@@ -13,7 +13,7 @@ use std::{
 
 mod common;
 
-use common::{Served, serve_on_free_port};
+use common::{Served, build_signed, serve_on_free_port};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
 
@@ -98,27 +98,7 @@ fn sigterm_ends_the_process_whatever_a_client_does() {
 /// A registry folder built from the shipped source as release 2027.1.0 on `stable`.
 fn registry_folder(dir: &std::path::Path) -> std::path::PathBuf {
     let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../registry/source");
-    let (key, registry) = (dir.join("author.key"), dir.join("registry"));
-    for args in [
-        vec!["registry", "keygen", "--out", key.to_str().unwrap()],
-        vec![
-            "registry",
-            "build",
-            source.to_str().unwrap(),
-            "--out",
-            registry.to_str().unwrap(),
-            "--release",
-            "2027.1.0",
-            "--key",
-            key.to_str().unwrap(),
-            "--channel",
-            "stable",
-        ],
-    ] {
-        let out = Command::new(BIN).args(&args).output().unwrap();
-        assert!(out.status.success(), "{args:?}");
-    }
-    registry
+    build_signed(&source, dir, &[])
 }
 
 #[test]

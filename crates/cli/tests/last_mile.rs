@@ -8,6 +8,10 @@ use std::{
     process::{Command, Output},
 };
 
+mod common;
+
+use common::{build_signed, outside_source};
+
 const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
 const LABEL: &str = "quarterly-vendor-risk-review@1.0.0";
 
@@ -19,55 +23,10 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else if entry.file_name() != "README.md" {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 /// The fixture plus the shared adapters and base report schema, built as release 2027.1.0 on
 /// channel `stable` into `dir/registry`.
 fn build(dir: &Path) -> PathBuf {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let source = dir.join("source");
-    copy_tree(&repo.join("crates/cli/tests/data/last-mile"), &source);
-    copy_tree(
-        &repo.join("registry/source/adapters"),
-        &source.join("adapters"),
-    );
-    copy_tree(
-        &repo.join("registry/source/schemas/validator-report"),
-        &source.join("schemas/validator-report"),
-    );
-    let key = dir.join("author.key");
-    let registry = dir.join("registry");
-    for args in [
-        vec!["registry", "keygen", "--out", key.to_str().unwrap()],
-        vec![
-            "registry",
-            "build",
-            source.to_str().unwrap(),
-            "--out",
-            registry.to_str().unwrap(),
-            "--release",
-            "2027.1.0",
-            "--key",
-            key.to_str().unwrap(),
-            "--channel",
-            "stable",
-        ],
-    ] {
-        let out = rimthan(&args);
-        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-    }
-    registry
+    build_signed(&outside_source("last-mile", dir), dir, &[])
 }
 
 #[test]

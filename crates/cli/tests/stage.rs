@@ -6,6 +6,10 @@ use std::{
     time::{Duration, Instant},
 };
 
+mod common;
+
+use common::{build_signed, outside_source};
+
 const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
 
 /// A `rimthan serve` on a free loopback port, killed when dropped.
@@ -285,73 +289,14 @@ struct OutsideRegistry {
 
 impl OutsideRegistry {
     fn build() -> Self {
-        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let dir = tempfile::tempdir().unwrap();
-        let source = dir.path().join("source");
-        copy_tree(
-            &repo.join("crates/cli/tests/data/outside-workflow"),
-            &source,
-        );
-        copy_tree(
-            &repo.join("registry/source/adapters"),
-            &source.join("adapters"),
-        );
-        copy_tree(
-            &repo.join("registry/source/schemas/validator-report"),
-            &source.join("schemas/validator-report"),
-        );
+        let source = outside_source("outside-workflow", dir.path());
         build_signed(&source, dir.path(), &[]);
         Self { dir }
     }
 
     fn path(&self) -> String {
         self.dir.path().join("registry").display().to_string()
-    }
-}
-
-/// Signs `source` with a fresh key and builds it as release 2027.1.0 on channel `stable` into
-/// `dir/registry`, as an author does; `extra` are further `registry build` flags.
-fn build_signed(
-    source: &std::path::Path,
-    dir: &std::path::Path,
-    extra: &[&str],
-) -> std::path::PathBuf {
-    let key = dir.join("author.key");
-    let registry = dir.join("registry");
-    let mut build = vec![
-        "registry",
-        "build",
-        source.to_str().unwrap(),
-        "--out",
-        registry.to_str().unwrap(),
-        "--release",
-        "2027.1.0",
-        "--key",
-        key.to_str().unwrap(),
-        "--channel",
-        "stable",
-    ];
-    build.extend(extra);
-    for args in [
-        vec!["registry", "keygen", "--out", key.to_str().unwrap()],
-        build,
-    ] {
-        let out = Command::new(BIN).args(&args).output().unwrap();
-        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-    }
-    registry
-}
-
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else if entry.file_name() != "README.md" {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
     }
 }
 
