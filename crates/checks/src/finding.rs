@@ -1,9 +1,9 @@
 //! What a check reports: findings, in one order on every run.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How much a finding weighs: an `Error` fails the step, a `Warning` is shown and does not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// Fails the step.

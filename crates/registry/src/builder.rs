@@ -15,6 +15,7 @@
 //! embedded default release is proven to come from the committed source. Every diagnostic names
 //! the source file the author edits, also when the verifier refuses the built release.
 
+mod check_source;
 mod checks;
 mod examples;
 mod layout;
@@ -49,9 +50,9 @@ use crate::{
         ValidatorCapability, Version, WorkflowId, WritePolicy,
     },
     model::{
-        AdapterContract, AdapterPin, AssetRef, Entry, EntryKind, MANIFEST_FORMAT, MEDIA_JSON,
-        MEDIA_MARKDOWN, MEDIA_TOML, Manifest, OutputDecl, SchemaRef, StepDoc, StepSummary,
-        ValidatorDoc, ValidatorRef, WorkflowDoc,
+        AdapterContract, AdapterPin, AssetRef, CheckDoc, Entry, EntryKind, MANIFEST_FORMAT,
+        MEDIA_JSON, MEDIA_MARKDOWN, MEDIA_TOML, Manifest, OutputDecl, SchemaRef, StepDoc,
+        StepSummary, ValidatorDoc, ValidatorRef, WorkflowDoc,
     },
     renditions,
     signature::{SigningKey, TrustedKeys},
@@ -77,6 +78,8 @@ struct StepSource {
     inputs: Vec<ArtifactId>,
     outputs: Vec<OutputSource>,
     validators: Vec<ValidatorRef>,
+    #[serde(default)]
+    checks: Vec<check_source::CheckSource>,
 }
 
 /// An output as an author declares it: [`OutputDecl`] without `example`, which comes only
@@ -440,6 +443,7 @@ impl Builder {
             let mut docs = Vec::new();
             let mut paths = Vec::new();
             let mut texts = Vec::new();
+            let mut declared_checks = Vec::new();
             for step_id in &src.steps {
                 let step_path = expect_file(
                     &root.join("steps"),
@@ -449,6 +453,7 @@ impl Builder {
                 let text = read_text(&step_path)?;
                 let (step, body): (StepSource, _) = parse_frontmatter(&step_path, &text)?;
                 self.used_validators.extend(step.validators.iter().cloned());
+                declared_checks.push(step.checks);
                 self.used_schemas
                     .extend(step.outputs.iter().filter_map(|o| o.schema.clone()));
                 docs.push(StepDoc {
@@ -466,6 +471,7 @@ impl Builder {
                         .map(OutputSource::into_decl)
                         .collect(),
                     validators: step.validators,
+                    checks: Vec::new(),
                 });
                 paths.push(step_path);
                 texts.push(text);
@@ -478,6 +484,47 @@ impl Builder {
                 .collect();
             self.catalog.check_steps(&files)?;
             examples::attach(&root.join("examples"), &mut docs)?;
+            let declared: Vec<_> = declared_checks
+                .into_iter()
+                .zip(&paths)
+                .zip(&texts)
+                .map(
+                    |((checks, step_path), step_text)| check_source::DeclaredChecks {
+                        step_path,
+                        step_text,
+                        checks,
+                    },
+                )
+                .collect();
+            let check_docs = check_source::documents(&root, &docs, &declared)?;
+            let json_examples = self.json_examples(&docs, &check_docs)?;
+            check_source::prove(&root, &docs, &declared, &check_docs, &json_examples)?;
+            for (doc, step_path) in check_docs.iter().zip(
+                check_docs
+                    .iter()
+                    .map(|c| &paths[docs.iter().position(|d| d.id == c.step).expect("own step")]),
+            ) {
+                let mut e = entry(
+                    EntryKind::Check,
+                    doc.id.as_str(),
+                    &version,
+                    format!("workflows/{id}/{version}/checks/{}.json", doc.id),
+                    MEDIA_JSON,
+                );
+                e.workflow = Some(workflow_id.clone());
+                self.add(
+                    e,
+                    to_canonical_bytes(doc).expect("check serializes"),
+                    step_path,
+                );
+            }
+            for doc in &mut docs {
+                doc.checks = check_docs
+                    .iter()
+                    .filter(|c| c.step == doc.id)
+                    .map(|c| c.id.clone())
+                    .collect();
+            }
             let mut summaries = Vec::new();
             for (doc, step_path) in docs.into_iter().zip(&paths) {
                 summaries.push(StepSummary {
@@ -522,6 +569,36 @@ impl Builder {
             );
         }
         Ok(())
+    }
+}
+
+impl Builder {
+    /// The worked example of each JSON output a check reads, as pretty-printed JSON: its
+    /// schema's first example, or an instance generated from the schema.
+    fn json_examples(
+        &self,
+        steps: &[StepDoc],
+        checks: &[CheckDoc],
+    ) -> Result<BTreeMap<ArtifactId, String>, RegistryError> {
+        let read: BTreeSet<&ArtifactId> = checks.iter().flat_map(|c| &c.reads).collect();
+        let mut examples = BTreeMap::new();
+        for output in steps.iter().flat_map(|s| &s.outputs) {
+            let Some(schema) = output.schema.as_ref() else {
+                continue;
+            };
+            if output.media_type != MEDIA_JSON || !read.contains(&output.artifact_id) {
+                continue;
+            }
+            let Some(path) = self.schemas.get(schema) else {
+                continue;
+            };
+            let value: serde_json::Value = parse_json(path)?;
+            if let Some(example) = crate::instance::example_or_instance(&value) {
+                let text = serde_json::to_string_pretty(&example).expect("JSON serializes") + "\n";
+                examples.insert(output.artifact_id.clone(), text);
+            }
+        }
+        Ok(examples)
     }
 }
 

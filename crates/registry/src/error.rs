@@ -235,6 +235,19 @@ pub enum RegistryError {
         /// What to change.
         reason: String,
     },
+    /// A deterministic check does not compile, reads what its step cannot give it, is not
+    /// listed by its step, or fails a worked example or passes a counter-example at build time.
+    #[error("{file}{}: {entry}: {reason}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+    CheckInvalid {
+        /// Registry-relative path, or the source file at build time.
+        file: String,
+        /// The line in that file, where known.
+        line: Option<usize>,
+        /// The check (`check <workflow>/<id>@<version>`).
+        entry: String,
+        /// What to change.
+        reason: String,
+    },
     /// A workflow's harness pin is unusable.
     #[error("{file}: {entry}: harness {harness}: {reason}")]
     AdapterPinInvalid {
@@ -410,6 +423,7 @@ impl RegistryError {
             RegistryError::SchemaInvalid { .. } => "schema_invalid",
             RegistryError::ReportSchemaIncompatible { .. } => "report_schema_incompatible",
             RegistryError::WorkflowInvalid { .. } => "workflow_invalid",
+            RegistryError::CheckInvalid { .. } => "check_invalid",
             RegistryError::AdapterPinInvalid { .. } => "adapter_pin_invalid",
             RegistryError::AdapterContractInvalid { .. } => "adapter_contract_invalid",
             RegistryError::PathTemplateInvalid { .. } => "path_template_invalid",
@@ -465,6 +479,7 @@ impl RegistryError {
             | RegistryError::DanglingReference { file, .. }
             | RegistryError::SchemaInvalid { file, .. }
             | RegistryError::WorkflowInvalid { file, .. }
+            | RegistryError::CheckInvalid { file, .. }
             | RegistryError::AdapterPinInvalid { file, .. }
             | RegistryError::AdapterContractInvalid { file, .. }
             | RegistryError::PathTemplateInvalid { file, .. }

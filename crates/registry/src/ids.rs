@@ -122,6 +122,10 @@ name_id!(
     ValidatorId, "validator id"
 );
 name_id!(
+    /// A deterministic check id such as `quotes-name-source`, unique in its workflow version.
+    CheckId, "check id"
+);
+name_id!(
     /// A JSON Schema id such as `research-question`.
     SchemaId, "schema id"
 );
@@ -296,6 +300,16 @@ macro_rules! vocabulary {
         }
     };
 }
+
+vocabulary!(
+    /// What runs a deterministic check (`docs/checks.md`).
+    CheckKind {
+        /// A Rhai script the workflow author wrote.
+        Script = "script",
+        /// squawk's PostgreSQL migration linter with the rules the check names.
+        SqlLint = "sql-lint",
+    }
+);
 
 vocabulary!(
     /// A host harness the shipped workflow names (the seed's four).

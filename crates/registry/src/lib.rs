@@ -57,16 +57,17 @@ pub use embedded::{
 pub use error::RegistryError;
 pub use files::{MAX_FILE_BYTES, RegistryFiles};
 pub use ids::{
-    ArtifactId, AssetId, AssetKind, ChannelName, DeliveryMode, Harness, HostCapability, IdError,
-    ReleaseId, SETUP_STEP, SchemaId, StepId, StepKind, ValidatorCapability, ValidatorExecution,
-    ValidatorId, ValidatorIsolation, Version, WorkflowId, WritePolicy,
+    ArtifactId, AssetId, AssetKind, ChannelName, CheckId, CheckKind, DeliveryMode, Harness,
+    HostCapability, IdError, ReleaseId, SETUP_STEP, SchemaId, StepId, StepKind,
+    ValidatorCapability, ValidatorExecution, ValidatorId, ValidatorIsolation, Version, WorkflowId,
+    WritePolicy,
 };
 pub use init::{
     INIT_ADAPTER_VERSION, INIT_WORKFLOW_ID, InitOptions, init_source, init_source_with,
 };
 pub use instance::{example_or_instance, example_where_or_instance, generate_instance};
 pub use model::{
-    AdapterContract, AdapterPin, AssetDelivery, AssetRef, ChannelsFile, Entry, EntryKind,
+    AdapterContract, AdapterPin, AssetDelivery, AssetRef, ChannelsFile, CheckDoc, Entry, EntryKind,
     MANIFEST_FORMAT, MEDIA_JSON, MEDIA_MARKDOWN, MEDIA_TOML, Manifest, OutputDecl, SchemaRef,
     StepDoc, StepSummary, ValidatorDoc, ValidatorRef, WorkflowDoc,
 };
@@ -75,7 +76,8 @@ pub use published::{
     PUBLISHED_FILE, PUBLISHED_FORMAT, PublishedEntry, PublishedLock, check_published, lock_of,
 };
 pub use release::{
-    Asset, Schema, Step, TrustAnchor, Validator, VerifiedRegistry, VerifiedRelease, Workflow,
+    Asset, Schema, Step, StepCheck, TrustAnchor, Validator, VerifiedRegistry, VerifiedRelease,
+    Workflow,
 };
 pub use renditions::claude_tools;
 pub use report_contract::{

@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::{
     digest::Sha256Digest,
     ids::{
-        ArtifactId, AssetId, AssetKind, DeliveryMode, Harness, HostCapability, ReleaseId, SchemaId,
-        StepId, StepKind, ValidatorCapability, ValidatorExecution, ValidatorId, ValidatorIsolation,
-        Version, WorkflowId,
+        ArtifactId, AssetId, AssetKind, CheckId, CheckKind, DeliveryMode, Harness, HostCapability,
+        ReleaseId, SchemaId, StepId, StepKind, ValidatorCapability, ValidatorExecution,
+        ValidatorId, ValidatorIsolation, Version, WorkflowId,
     },
 };
 
@@ -53,6 +53,8 @@ pub enum EntryKind {
     Schema,
     /// The release's own bootstrap paragraph (at most one, see `bootstrap.rs`).
     Bootstrap,
+    /// A deterministic check of a workflow step's outputs.
+    Check,
 }
 
 /// One file of a release, with its metadata.
@@ -100,6 +102,7 @@ impl Entry {
             EntryKind::Validator => "validator",
             EntryKind::Schema => "schema",
             EntryKind::Bootstrap => "bootstrap",
+            EntryKind::Check => "check",
         };
         let mut label = match (&self.workflow, self.asset_kind) {
             (Some(w), _) => format!("{kind} {w}/{}@{}", self.id, self.version),
@@ -261,6 +264,39 @@ pub struct StepDoc {
     pub outputs: Vec<OutputDecl>,
     /// Validators that check the outputs.
     pub validators: Vec<ValidatorRef>,
+    /// Deterministic checks of the outputs, run by the server before any report can pass the
+    /// step; each is a `check` entry of this workflow version. Omitted when empty, so steps
+    /// without checks keep the bytes they were first published with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<CheckId>,
+}
+
+/// A deterministic check document (`docs/checks.md`): what it reads and what runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckDoc {
+    /// The workflow it belongs to.
+    pub workflow: WorkflowId,
+    /// That workflow's version.
+    pub workflow_version: Version,
+    /// The step whose outputs it checks.
+    pub step: StepId,
+    /// Check id, unique in the workflow version.
+    pub id: CheckId,
+    /// Short title, shown to participants.
+    pub title: String,
+    /// What it holds the outputs to, in a sentence or two.
+    pub description: String,
+    /// The artifacts it reads: outputs of its step, or inputs of its step (earlier outputs).
+    pub reads: Vec<ArtifactId>,
+    /// What runs it.
+    pub kind: CheckKind,
+    /// The Rhai source (`script` checks only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+    /// squawk rule name → severity (`sql-lint` checks only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<BTreeMap<String, rimthan_checks::Severity>>,
 }
 
 /// A semantic validator document.

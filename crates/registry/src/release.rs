@@ -12,7 +12,9 @@ use crate::{
         AssetId, AssetKind, ChannelName, Harness, ReleaseId, SchemaId, ValidatorId, Version,
         WorkflowId,
     },
-    model::{ChannelsFile, Entry, EntryKind, Manifest, StepDoc, ValidatorDoc, WorkflowDoc},
+    model::{
+        ChannelsFile, CheckDoc, Entry, EntryKind, Manifest, StepDoc, ValidatorDoc, WorkflowDoc,
+    },
     signature::KeyId,
 };
 
@@ -48,6 +50,7 @@ impl Workflow {
 pub struct Step {
     pub(crate) doc: StepDoc,
     pub(crate) entry: Entry,
+    pub(crate) checks: Vec<StepCheck>,
 }
 
 impl Step {
@@ -58,6 +61,34 @@ impl Step {
     /// Its manifest entry.
     pub fn entry(&self) -> &Entry {
         &self.entry
+    }
+    /// Its deterministic checks, compiled, in the order the step lists them.
+    pub fn checks(&self) -> &[StepCheck] {
+        &self.checks
+    }
+}
+
+/// A verified deterministic check, compiled once when its release was verified.
+#[derive(Debug)]
+pub struct StepCheck {
+    pub(crate) doc: CheckDoc,
+    pub(crate) entry: Entry,
+    pub(crate) compiled: rimthan_checks::Check,
+}
+
+impl StepCheck {
+    /// The check document.
+    pub fn doc(&self) -> &CheckDoc {
+        &self.doc
+    }
+    /// Its manifest entry.
+    pub fn entry(&self) -> &Entry {
+        &self.entry
+    }
+    /// The compiled check, bounded by limits derived from the outputs it reads
+    /// ([`crate::check_limits`]).
+    pub fn compiled(&self) -> &rimthan_checks::Check {
+        &self.compiled
     }
 }
 

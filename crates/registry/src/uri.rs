@@ -39,6 +39,16 @@ pub fn step(
     format!("rimthan://registry/{release}/workflows/{workflow}/{version}/steps/{step}")
 }
 
+/// `rimthan://registry/{release}/workflows/{workflow_id}/{version}/checks/{check_id}`
+pub fn check(
+    release: &ReleaseId,
+    workflow: &impl Display,
+    version: &Version,
+    check: &impl Display,
+) -> String {
+    format!("rimthan://registry/{release}/workflows/{workflow}/{version}/checks/{check}")
+}
+
 /// `rimthan://registry/{release}/assets/{kind}/{asset_id}/{version}/content[?harness=…]`
 pub fn asset(
     release: &ReleaseId,
@@ -84,6 +94,13 @@ pub fn entry(release: &ReleaseId, entry: &Entry) -> String {
                 .as_ref()
                 .expect("verified steps name their workflow");
             step(release, wf, &entry.version, &entry.id)
+        }
+        EntryKind::Check => {
+            let wf = entry
+                .workflow
+                .as_ref()
+                .expect("verified checks name their workflow");
+            check(release, wf, &entry.version, &entry.id)
         }
         EntryKind::Asset => {
             let kind = entry.asset_kind.expect("verified assets carry their kind");

@@ -17,6 +17,9 @@ use crate::common::{repo_root, test_key};
 #[serde(deny_unknown_fields)]
 struct Case {
     description: String,
+    /// A folder under `tests/source_overlays/` copied over the init source before the edits.
+    #[serde(default)]
+    overlay: Option<String>,
     edits: Vec<Edit>,
     expect: Expect,
 }
@@ -102,6 +105,13 @@ fn apply(src: &Path, edit: &Edit) {
     }
 }
 
+/// A source change several cases build on, such as a step with deterministic checks.
+pub(crate) fn overlay_dir(name: &str) -> PathBuf {
+    repo_root()
+        .join("crates/registry/tests/source_overlays")
+        .join(name)
+}
+
 fn build_case(name: &str) -> (Case, Result<BuiltRelease, RegistryError>) {
     let path = source_data().join(name).join("case.json");
     let case: Case = serde_json::from_slice(&std::fs::read(&path).unwrap())
@@ -109,6 +119,9 @@ fn build_case(name: &str) -> (Case, Result<BuiltRelease, RegistryError>) {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("source");
     init_source(&src).unwrap();
+    if let Some(overlay) = &case.overlay {
+        rimthan_testkit::fs::copy_dir(&overlay_dir(overlay), &src);
+    }
     for edit in &case.edits {
         apply(&src, edit);
     }
@@ -321,4 +334,12 @@ cases! {
     a_validator_id_typo_suggests_the_near_miss => "validator-id-typo",
     an_unknown_adapter_version_lists_the_versions_that_exist => "adapter-pin-unknown-version",
     a_report_schema_that_drops_a_base_field_names_the_schema_file => "report-schema-drops-base-field",
+    a_check_that_does_not_compile_names_its_script_line => "check-does-not-compile",
+    a_check_reading_what_its_step_cannot_give_is_refused => "check-reads-undeclared-output",
+    a_check_that_passes_its_counter_example_is_refused => "check-passes-its-counter-example",
+    a_check_the_worked_example_fails_is_refused => "check-fails-the-worked-example",
+    a_check_without_a_counter_example_is_refused => "check-without-counter-example",
+    an_unknown_squawk_rule_is_refused => "check-unknown-sql-rule",
+    a_script_no_check_is_named_after_is_refused => "check-script-without-check",
+    an_undeclared_counter_example_is_refused => "counter-example-undeclared",
 }

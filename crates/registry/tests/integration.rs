@@ -2,6 +2,7 @@
 
 mod authoring;
 mod bootstrap;
+mod checks;
 mod common;
 mod docs;
 mod fixtures;

@@ -184,7 +184,7 @@ fn line_where(text: &str, pred: impl Fn(&str) -> bool) -> Option<usize> {
 }
 
 /// The line that names `id` as a list item or a key's value (`- id`, `id: id`, `"id"`).
-fn item_line(text: &str, id: &str) -> Option<usize> {
+pub(super) fn item_line(text: &str, id: &str) -> Option<usize> {
     line_where(text, |l| {
         let value = l.trim_start_matches("- ");
         let value = value.strip_prefix("id:").unwrap_or(value);

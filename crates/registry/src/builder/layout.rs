@@ -6,7 +6,8 @@ use std::path::Path;
 use super::source::{sorted_names, source_error};
 use crate::{error::RegistryError, ids::StepId};
 
-/// A workflow version folder holds `workflow.json`, `steps/` and optionally `examples/`.
+/// A workflow version folder holds `workflow.json`, `steps/` and optionally `examples/`,
+/// `checks/` and `counter-examples/`.
 pub(super) fn check_version_folder(root: &Path) -> Result<(), RegistryError> {
     if !root.is_dir() {
         return Err(source_error(
@@ -15,13 +16,15 @@ pub(super) fn check_version_folder(root: &Path) -> Result<(), RegistryError> {
         ));
     }
     for name in sorted_names(root)? {
-        if !matches!(name.as_str(), "workflow.json" | "steps" | "examples")
-            && !name.eq_ignore_ascii_case("workflow.json")
+        if !matches!(
+            name.as_str(),
+            "workflow.json" | "steps" | "examples" | "checks" | "counter-examples"
+        ) && !name.eq_ignore_ascii_case("workflow.json")
         {
             return Err(source_error(
                 &root.join(&name),
                 "not part of a workflow version folder, which holds workflow.json, steps/ and \
-                 optionally examples/; move or delete it"
+                 optionally examples/, checks/ and counter-examples/; move or delete it"
                     .into(),
             ));
         }

@@ -154,7 +154,10 @@ fn expected_prefix(entry: &Entry) -> String {
         (EntryKind::Validator, _, _) => format!("validators/{}/{}/", entry.id, entry.version),
         (EntryKind::Schema, _, _) => format!("schemas/{}/{}/", entry.id, entry.version),
         (EntryKind::Bootstrap, _, _) => "bootstrap/".into(),
-        (EntryKind::Step, None, _) | (EntryKind::Asset, _, None) => String::new(),
+        (EntryKind::Check, Some(w), _) => format!("workflows/{w}/{}/checks/", entry.version),
+        (EntryKind::Step | EntryKind::Check, None, _) | (EntryKind::Asset, _, None) => {
+            String::new()
+        }
     }
 }
 
@@ -218,8 +221,8 @@ fn check_entry_bytes(
             return Err(RegistryError::ManifestInvalid {
                 file: manifest_file,
                 reason: format!(
-                    "{}: path {:?} must lie under {prefix:?} (steps name their workflow, \
-                     assets their asset_kind)",
+                    "{}: path {:?} must lie under {prefix:?} (steps and checks name their \
+                     workflow, assets their asset_kind)",
                     entry.label(),
                     entry.path
                 ),

@@ -12,7 +12,7 @@ use crate::{
     canonical::is_canonical,
     error::RegistryError,
     ids::{AssetId, SchemaId, ValidatorId, Version, WorkflowId},
-    model::{Entry, EntryKind, MEDIA_JSON, StepDoc, ValidatorDoc, WorkflowDoc},
+    model::{CheckDoc, Entry, EntryKind, MEDIA_JSON, StepDoc, ValidatorDoc, WorkflowDoc},
     release::{Asset, Schema, Step, Validator, VerifiedRelease, Workflow},
     report_contract,
     rules::WorkflowRule,
@@ -23,6 +23,7 @@ use crate::{
 pub(super) struct Structure<'a> {
     pub(super) base: &'a str,
     pub(super) steps: BTreeMap<(WorkflowId, Version), Vec<Step>>,
+    pub(super) checks: BTreeMap<(WorkflowId, Version), Vec<(CheckDoc, Entry)>>,
     pub(super) renditions: Vec<Entry>,
 }
 
@@ -33,6 +34,7 @@ impl<'a> Structure<'a> {
         Self {
             base,
             steps: BTreeMap::new(),
+            checks: BTreeMap::new(),
             renditions: Vec::new(),
         }
     }
@@ -51,6 +53,7 @@ impl<'a> Structure<'a> {
         loaded?;
         self.attach_renditions(release)?;
         self.attach_steps(release)?;
+        self.attach_checks(release)?;
         for asset in release.assets.values() {
             self.check_asset(release, asset)?;
         }
@@ -178,7 +181,22 @@ impl<'a> Structure<'a> {
                 self.steps.entry(key).or_default().push(Step {
                     doc,
                     entry: entry.clone(),
+                    checks: Vec::new(),
                 });
+            }
+            EntryKind::Check => {
+                let doc: CheckDoc = self.document(release, entry)?;
+                if doc.id.as_str() != entry.id
+                    || Some(&doc.workflow) != entry.workflow.as_ref()
+                    || doc.workflow_version != entry.version
+                {
+                    return Err(self.mismatch(entry, "id, workflow or workflow_version"));
+                }
+                let key = (doc.workflow.clone(), doc.workflow_version.clone());
+                self.checks
+                    .entry(key)
+                    .or_default()
+                    .push((doc, entry.clone()));
             }
             EntryKind::Validator => {
                 let id: ValidatorId = self.typed_id(entry)?;

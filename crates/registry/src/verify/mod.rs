@@ -20,10 +20,12 @@ use crate::{
 };
 
 mod authenticate;
+mod checks;
 mod load;
 mod rules;
 
 pub(crate) use authenticate::verify_release;
+pub(crate) use checks::compile_check;
 
 /// The JSON Schema dialect every shipped schema uses.
 pub const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
