@@ -123,6 +123,14 @@ codes! {
     WritePolicyMismatch = "write_policy_mismatch",
     /// A JSON artifact does not satisfy its schema.
     SchemaValidationFailed = "schema_validation_failed",
+    /// A deterministic check of the step reads the artifact, and its text is not attested.
+    OutputTextMissing = "output_text_missing",
+    /// An attested text is not the attested (or, for an input, the accepted) bytes: its sha256
+    /// or length differs.
+    OutputTextMismatch = "output_text_mismatch",
+    /// A deterministic check stopped at one of its bounds or could not read an input as text;
+    /// nothing was recorded.
+    CheckAborted = "check_aborted",
 
     // submit_step_reports (`docs/engine.md` §6).
     /// The validation id is unknown for this session.

@@ -58,6 +58,9 @@ pub struct OutputPayload {
     pub max_bytes: u64,
     /// What the step may do to the path.
     pub write_policy: WritePolicy,
+    /// A deterministic check of the step reads this output: attest its text.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub send_text: bool,
 }
 
 /// A read-only input of the active step.
@@ -70,6 +73,10 @@ pub struct InputPayload {
     /// sha256 accepted when its step passed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// A deterministic check of the step reads this input: send its text in the output
+    /// attestation's `inputs`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub send_text: bool,
 }
 
 /// A validator of the active step.
@@ -106,6 +113,36 @@ pub struct StepPayload {
     pub inputs: Vec<InputPayload>,
     /// Validators.
     pub validators: Vec<ValidatorPayload>,
+    /// Deterministic checks the server runs on the outputs when the step is prepared.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<CheckPayload>,
+}
+
+/// A deterministic check of the active step.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct CheckPayload {
+    /// Check id.
+    pub id: String,
+    /// Short title.
+    pub title: String,
+    /// What it holds the outputs to.
+    pub description: String,
+    /// Resource URI of its signed document (rules, script).
+    pub uri: String,
+    /// sha256 of that document.
+    pub sha256: String,
+    /// The artifact ids it reads.
+    pub reads: Vec<String>,
+}
+
+/// A deterministic check's result in a validation plan.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct PlanCheck {
+    /// Resource URI of the check's signed document.
+    pub uri: String,
+    /// The result: verdict, what it read and what it found.
+    #[serde(flatten)]
+    pub record: crate::checks::CheckRecord,
 }
 
 /// The bound host adapter.
@@ -276,6 +313,10 @@ pub struct ValidationPlan {
     pub validation_id: String,
     /// Validators to run, each as its own subagent.
     pub validators: Vec<PlanValidator>,
+    /// The step's deterministic checks, already run by the server on the attested outputs. A
+    /// `fail` sends the step to `revise` at submission whatever the reports say.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<PlanCheck>,
     /// How to run them.
     pub instructions: String,
 }

@@ -199,6 +199,22 @@ pub struct Delivery {
 pub struct OutputAttestation {
     /// One entry per declared output.
     pub artifacts: Vec<ArtifactAttestation>,
+    /// The text of each earlier output (an input of the step) that a deterministic check of
+    /// the step reads; the server compares its sha256 with the digest accepted earlier.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputText>,
+}
+
+/// The text of an input of the step, as read from disk, for the step's deterministic checks.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InputText {
+    /// The input's artifact id.
+    pub artifact_id: String,
+    /// Its project-relative path.
+    pub path: String,
+    /// The file's bytes as UTF-8 text.
+    pub text: String,
 }
 
 /// One output file as read back.
@@ -229,6 +245,10 @@ pub struct ArtifactAttestation {
     /// The parsed content (JSON artifacts), validated against the schema.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<serde_json::Value>,
+    /// The file's bytes as UTF-8 text: required when a deterministic check of the step reads
+    /// the output (the payload marks it `send_text`), checked against `sha256` and `bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
 }
 
 /// Arguments of `rimthan.submit_step_reports`.

@@ -153,13 +153,26 @@ pub struct PlanRecord {
     pub validators: Vec<(ValidatorId, Version)>,
     /// Attested outputs: path → artifact.
     pub outputs: BTreeMap<String, AcceptedArtifact>,
+    /// The step's deterministic checks as they ran on these outputs, in the step's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<crate::checks::CheckRecord>,
 }
 
 /// One reported finding, kept for a `revise` result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
-    /// The validator that reported it.
+    /// The validator that reported it (absent for a deterministic check's finding).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub validator_id: String,
+    /// The deterministic check that reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_id: Option<String>,
+    /// The check's rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The 1-based line in `path` (checks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
     /// `info`, `warning` or `error`.
     pub severity: String,
     /// What is wrong.
@@ -267,6 +280,9 @@ pub struct ReportRound {
     pub at: String,
     /// The reports as submitted, with the fields their report schemas add.
     pub reports: Vec<crate::request::Report>,
+    /// The step's deterministic checks on the outputs this round judged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<crate::checks::CheckRecord>,
 }
 
 /// How many report rounds a session keeps per step: enough for every round of a step revised
@@ -284,9 +300,10 @@ impl Session {
         step: &StepId,
         at: &str,
         reports: &[crate::request::Report],
+        checks: &[crate::checks::CheckRecord],
     ) {
-        // A step without validators (setup) has nothing to show.
-        if reports.is_empty() {
+        // A step without validators or checks (setup) has nothing to show.
+        if reports.is_empty() && checks.is_empty() {
             return;
         }
         let rounds = self.report_rounds.entry(step.clone()).or_default();
@@ -295,6 +312,7 @@ impl Session {
             round,
             at: at.to_owned(),
             reports: reports.to_vec(),
+            checks: checks.to_vec(),
         });
         let excess = rounds.len().saturating_sub(REPORT_ROUNDS_KEPT);
         rounds.drain(..excess);

@@ -12,9 +12,9 @@ use crate::{
     error::EngineError,
     offers::{Offer, Policy, PolicyCache, offers},
     payload::{
-        ActivePayload, HostAdapterPayload, HostAssetPayload, InputPayload, OutputPayload,
-        SESSION_FILE_PATH, SchemaPayload, SessionFile, SessionFileContent, SessionFileHost,
-        StepPayload, ValidatorPayload, WorkflowPayload, WorkflowRef,
+        ActivePayload, CheckPayload, HostAdapterPayload, HostAssetPayload, InputPayload,
+        OutputPayload, SESSION_FILE_PATH, SchemaPayload, SessionFile, SessionFileContent,
+        SessionFileHost, StepPayload, ValidatorPayload, WorkflowPayload, WorkflowRef,
     },
     session::{PlanRecord, Session, Status},
 };
@@ -133,6 +133,7 @@ impl<'r> Pinned<'r> {
             artifact_id: artifact_id.to_owned(),
             path,
             sha256,
+            send_text: false,
         }
     }
 
@@ -149,6 +150,11 @@ impl<'r> Pinned<'r> {
     fn step_payload(&self, session: &Session, step: &Step) -> StepPayload {
         let doc = step.doc();
         let release = self.release.id();
+        let read = |artifact: &rimthan_registry::ArtifactId| {
+            step.checks()
+                .iter()
+                .any(|c| c.doc().reads.contains(artifact))
+        };
         StepPayload {
             id: doc.id.to_string(),
             kind: doc.kind,
@@ -166,12 +172,16 @@ impl<'r> Pinned<'r> {
                     schema: o.schema.as_ref().map(|s| self.schema(s)),
                     max_bytes: o.max_bytes,
                     write_policy: o.write_policy,
+                    send_text: read(&o.artifact_id),
                 })
                 .collect(),
             inputs: doc
                 .inputs
                 .iter()
-                .map(|i| self.input(session, i.as_str()))
+                .map(|i| InputPayload {
+                    send_text: read(i),
+                    ..self.input(session, i.as_str())
+                })
                 .collect(),
             validators: doc
                 .validators
@@ -187,6 +197,26 @@ impl<'r> Pinned<'r> {
                         uri: uri::validator(release, &v.id, &v.version),
                         sha256: validator.entry().sha256.to_string(),
                         capabilities: validator.doc().capabilities.clone(),
+                    }
+                })
+                .collect(),
+            checks: step
+                .checks()
+                .iter()
+                .map(|c| {
+                    let check = c.doc();
+                    CheckPayload {
+                        id: check.id.to_string(),
+                        title: check.title.clone(),
+                        description: check.description.clone(),
+                        uri: uri::check(
+                            release,
+                            &check.workflow,
+                            &check.workflow_version,
+                            &check.id,
+                        ),
+                        sha256: c.entry().sha256.to_string(),
+                        reads: check.reads.iter().map(|a| a.to_string()).collect(),
                     }
                 })
                 .collect(),

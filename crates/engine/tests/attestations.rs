@@ -299,7 +299,10 @@ async fn unexpected_and_missing_outputs_are_named() {
 async fn attestation_types_are_bound_to_their_steps() {
     let (engine, start, payload) = at_setup().await;
     let mut req = prepare(&payload, &start);
-    req.output_attestation = Some(rimthan_engine::OutputAttestation { artifacts: vec![] });
+    req.output_attestation = Some(rimthan_engine::OutputAttestation {
+        artifacts: vec![],
+        inputs: vec![],
+    });
     assert_eq!(
         codes(&engine.prepare(req, None).await.unwrap()),
         ["attestation_type_not_allowed"]

@@ -4,6 +4,7 @@ mod artifact_fuzz;
 mod attestations;
 mod backends;
 mod blockers;
+mod checks;
 mod common;
 mod docs;
 mod durability;

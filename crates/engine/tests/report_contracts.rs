@@ -61,7 +61,9 @@ fn notes_attestation(payload: &ActivePayload) -> OutputAttestation {
             read_back: true,
             write_policy: WritePolicy::CreateOrReplaceOwned,
             content: Some(content),
+            text: None,
         }],
+        inputs: vec![],
     }
 }
 

@@ -50,6 +50,7 @@ fn summary(registry: &VerifiedRegistry, release: &VerifiedRelease, profile: Prof
             EntryKind::Validator => "validator",
             EntryKind::Schema => "schema",
             EntryKind::Bootstrap => "bootstrap",
+            EntryKind::Check => "check",
         };
         *counts.entry(kind).or_default() += 1;
     }
@@ -222,6 +223,12 @@ pub(crate) fn templates(profile: Profile) -> ListResourceTemplatesResult {
                 format!("{release}/workflows/{{workflow_id}}/{{version}}/steps/{{step_id}}"),
                 MEDIA_JSON,
                 "One step of a workflow, with its instructions.",
+            ),
+            (
+                "workflow-check",
+                format!("{release}/workflows/{{workflow_id}}/{{version}}/checks/{{check_id}}"),
+                MEDIA_JSON,
+                "A deterministic check the server runs on a step's outputs: what it reads and its rules.",
             ),
             (
                 "workflow-asset-content",

@@ -10,7 +10,7 @@ pub use crate::fs::copy_dir;
 
 use rimthan_engine::{
     ActivePayload, AdapterDeclaration, ArtifactAttestation, Delivery, Engine, HostAttestation,
-    HostDeclaration, OutputAttestation, PrepareRequest, PrepareResult, Releases, Report,
+    HostDeclaration, InputText, OutputAttestation, PrepareRequest, PrepareResult, Releases, Report,
     ReportFinding, RepositoryPolicy, Severity, StartRequest, StartResult, StepResult, Store,
     SubmitRequest, ValidationPlan, Verdict,
     store::{PostgresStore, SqliteStore},
@@ -284,7 +284,18 @@ pub fn output_attestation(payload: &ActivePayload) -> OutputAttestation {
                     read_back: true,
                     write_policy: o.write_policy,
                     content: json.then(|| serde_json::from_slice(&bytes).unwrap()),
+                    text: o.send_text.then(|| String::from_utf8(bytes).unwrap()),
                 }
+            })
+            .collect(),
+        inputs: step
+            .inputs
+            .iter()
+            .filter(|i| i.send_text)
+            .map(|i| InputText {
+                artifact_id: i.artifact_id.clone(),
+                path: i.path.clone(),
+                text: String::from_utf8(sample(&i.path)).unwrap(),
             })
             .collect(),
     }

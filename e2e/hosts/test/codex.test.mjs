@@ -20,6 +20,7 @@ const TEMPLATES = [
   'rimthan://registry/{release}/assets/{kind}/{asset_id}/{version}/content{?harness}',
   'rimthan://registry/{release}/schemas/{schema_id}/{version}',
   'rimthan://registry/{release}/validators/{validator_id}/{version}',
+  'rimthan://registry/{release}/workflows/{workflow_id}/{version}/checks/{check_id}',
   'rimthan://registry/{release}/workflows/{workflow_id}/{version}/definition',
   'rimthan://registry/{release}/workflows/{workflow_id}/{version}/steps/{step_id}',
 ];
@@ -186,7 +187,7 @@ for (const { revision, how, args } of [
   { revision: '2025-06-18', how: 'by default', args: [] },
   { revision: '2026-07-28', how: 'with --enable mcp_2026_07_28', args: ['--enable', 'mcp_2026_07_28'] },
 ]) {
-  test(`codex: app-server connects on MCP ${revision} ${how}, lists exactly the four tools, the resources and the 5 templates, calls a tool and reads a resource`, async (t) => {
+  test(`codex: app-server connects on MCP ${revision} ${how}, lists exactly the four tools, the resources and the 6 templates, calls a tool and reads a resource`, async (t) => {
     const server = await startServer();
     t.after(() => server.stop());
     const home = scratch('codex-home');

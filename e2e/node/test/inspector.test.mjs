@@ -46,7 +46,7 @@ describe("MCP Inspector CLI, Streamable HTTP", () => {
     assert.deepEqual(uris, [...uris].sort());
   });
 
-  test("resources/templates/list: the five templates", async () => {
+  test("resources/templates/list: the six templates", async () => {
     const { result } = await cli.method("resources/templates/list");
     assert.deepEqual(result.resourceTemplates.map((t) => t.name).sort(), [...TEMPLATES].sort());
   });

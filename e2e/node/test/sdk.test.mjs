@@ -47,7 +47,7 @@ function surfaceAndSessionTests(label, setup) {
     assert.equal(get.annotations.idempotentHint, true);
   });
 
-  test(`${label}: resources, the five templates, the bootstrap prompt`, async () => {
+  test(`${label}: resources, the six templates, the bootstrap prompt`, async () => {
     // Called without a cursor, the SDK walks every page (the release lists more than one).
     const listed = await ctx.client.listResources();
     const { resources } = listed;

@@ -7,9 +7,10 @@ use super::{ChangeCall, Decision, Engine, Evidence};
 use crate::{
     attestation::{check_host, check_outputs},
     audit::{Operation, Outcome},
+    checks::run_checks,
     codes::{Code, Failure},
     error::EngineError,
-    payload::{InputPayload, PlanValidator, PrepareResult, ReadyTag, ValidationPlan},
+    payload::{InputPayload, PlanCheck, PlanValidator, PrepareResult, ReadyTag, ValidationPlan},
     request::PrepareRequest,
     session::{ChangeTool, PlanRecord, Principal, Session, SessionId, Status, now_rfc3339},
     view::Pinned,
@@ -23,6 +24,11 @@ time or in parallel, each with only its own instructions, read-only access to it
 inputs, and only its listed capabilities. Collect exactly one JSON report per validator, \
 conforming to its report schema, and submit them together with rimthan.submit_step_reports \
 and this validation_id. Do not edit any file while validators run.";
+
+/// Added when a deterministic check failed: the round's outcome is already decided.
+const CHECKS_FAILED_INSTRUCTIONS: &str = " A deterministic check failed (see checks): the step \
+will return to revise with its findings whatever the reports say. Still run the validators and \
+submit their reports, so this round's revision has every finding.";
 
 impl Engine {
     /// `rimthan.prepare_step_validation`.
@@ -99,7 +105,7 @@ impl Engine {
             ]);
         };
         let setup = step.doc().kind == StepKind::Setup;
-        let outputs = match (setup, &req.host_attestation, &req.output_attestation) {
+        let (outputs, checks) = match (setup, &req.host_attestation, &req.output_attestation) {
             (true, Some(att), None) => {
                 let failures = check_host(pinned, session, att);
                 if !failures.is_empty() {
@@ -107,7 +113,11 @@ impl Engine {
                 }
                 Default::default()
             }
-            (false, None, Some(att)) => check_outputs(pinned, session, step, att)?,
+            (false, None, Some(att)) => {
+                let outputs = check_outputs(pinned, session, step, att)?;
+                let checks = run_checks(pinned, session, step, att, &outputs)?;
+                (outputs, checks)
+            }
             _ => {
                 let wanted = if setup {
                     "host_attestation"
@@ -136,6 +146,7 @@ impl Engine {
                 .map(|v| (v.id.clone(), v.version.clone()))
                 .collect(),
             outputs,
+            checks,
         })
     }
 
@@ -181,11 +192,29 @@ impl Engine {
                 }
             })
             .collect();
+        let checks: Vec<PlanCheck> = plan
+            .checks
+            .iter()
+            .map(|record| PlanCheck {
+                uri: rimthan_registry::uri::check(
+                    release,
+                    &session.workflow,
+                    &session.workflow_version,
+                    &record.id,
+                ),
+                record: record.clone(),
+            })
+            .collect();
+        let mut instructions = PLAN_INSTRUCTIONS.to_owned();
+        if plan.checks.iter().any(|c| c.failed()) {
+            instructions.push_str(CHECKS_FAILED_INSTRUCTIONS);
+        }
         Ok(ValidationPlan {
             status: ReadyTag::Tag,
             validation_id: plan.id.clone(),
             validators,
-            instructions: PLAN_INSTRUCTIONS.into(),
+            checks,
+            instructions,
         })
     }
 }

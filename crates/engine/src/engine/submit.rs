@@ -4,6 +4,7 @@
 use super::{ChangeCall, Decision, Engine, Evidence, SERVER_NAME};
 use crate::{
     audit::{Judgement, Operation, Outcome},
+    checks::CheckRecord,
     codes::{Code, Failure},
     error::EngineError,
     payload::StepResult,
@@ -77,7 +78,8 @@ impl Engine {
                 .filter(|r| r.verdict == Verdict::Fail)
                 .collect();
             let now = now_rfc3339();
-            next.record_round(&plan.step, &now, &req.reports);
+            next.record_round(&plan.step, &now, &req.reports, &plan.checks);
+            let failed_checks: Vec<_> = plan.checks.iter().filter(|c| c.failed()).collect();
             let mut judgement = Judgement {
                 step: plan.step.to_string(),
                 step_index: session.step_index as u64,
@@ -86,7 +88,7 @@ impl Engine {
             };
             judgement.failed.sort();
             judgement.failed.dedup();
-            if failing.is_empty() {
+            if failing.is_empty() && failed_checks.is_empty() {
                 let entered = match (&session.step_entered_at, session.step_index) {
                     (Some(at), _) => Some(at.as_str()),
                     (None, 0) => Some(session.created_at.as_str()),
@@ -105,7 +107,8 @@ impl Engine {
             } else {
                 next.status = Status::Revise;
                 next.revise_rounds += 1;
-                next.findings = findings_of(&failing);
+                next.findings = check_findings(&failed_checks);
+                next.findings.extend(findings_of(&failing));
             }
             next.last_change = Some(change.clone());
             next.seq += 1;
@@ -129,12 +132,35 @@ impl Engine {
     }
 }
 
+/// The findings of the failed checks, each located at its path and line. A check's findings
+/// were bounded when it ran.
+fn check_findings(failed: &[&CheckRecord]) -> Vec<Finding> {
+    failed
+        .iter()
+        .flat_map(|c| {
+            c.findings.iter().map(|f| Finding {
+                validator_id: String::new(),
+                check_id: Some(c.id.clone()),
+                rule: Some(f.rule.clone()),
+                line: f.line,
+                severity: f.severity.clone(),
+                message: f.message.clone(),
+                path: f.path.clone(),
+                pointer: None,
+            })
+        })
+        .collect()
+}
+
 fn findings_of(failing: &[&Report]) -> Vec<Finding> {
     failing
         .iter()
         .flat_map(|r| {
             let listed = r.findings.iter().map(|f| Finding {
                 validator_id: r.validator_id.clone(),
+                check_id: None,
+                rule: None,
+                line: None,
                 severity: serde_json::to_value(f.severity)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned))
@@ -145,6 +171,9 @@ fn findings_of(failing: &[&Report]) -> Vec<Finding> {
             });
             let summary = r.findings.is_empty().then(|| Finding {
                 validator_id: r.validator_id.clone(),
+                check_id: None,
+                rule: None,
+                line: None,
                 severity: "error".into(),
                 message: r.summary.clone(),
                 path: None,

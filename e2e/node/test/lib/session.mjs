@@ -24,6 +24,7 @@ export const [START, GET_ACTIVE, PREPARE, SUBMIT] = TOOLS;
 export const TEMPLATES = [
   "workflow-definition",
   "workflow-step",
+  "workflow-check",
   "workflow-asset-content",
   "validator-definition",
   "workflow-versioned-schema",

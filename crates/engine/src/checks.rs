@@ -1,0 +1,302 @@
+//! Running a step's deterministic checks on the participant's outputs (`docs/checks.md`,
+//! `docs/engine.md` §5.3).
+//!
+//! The harness sends the text of every artifact a check reads; the text is held to the digest
+//! and size it attests (or, for an earlier output, to the digest accepted then) before any
+//! check sees it, so a check judges exactly the bytes the session records. A check is compiled
+//! once, when its release was verified; here it only runs. Its verdict is stored with the plan
+//! (digests and findings, never the text) and decides the step at submission: an `error`
+//! finding sends the step to `revise` whatever the reports say.
+
+use std::collections::BTreeMap;
+
+use rimthan_checks::{Input, Severity};
+use rimthan_registry::{Sha256Digest, Step};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    codes::{Code, Failure},
+    request::OutputAttestation,
+    session::{AcceptedArtifact, Session},
+    view::Pinned,
+};
+
+/// The most findings of one check kept with the session and shown; `finding_count` gives the
+/// total (the runtime bounds it at its `max_findings`).
+pub const MAX_KEPT_CHECK_FINDINGS: usize = 50;
+
+/// Whether a check passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckVerdict {
+    /// No `error` finding.
+    Pass,
+    /// At least one `error` finding: the step goes back to `revise`.
+    Fail,
+}
+
+/// One finding of a deterministic check, as stored and shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CheckFinding {
+    /// The rule's id.
+    pub rule: String,
+    /// `error` (fails the step) or `warning`.
+    pub severity: String,
+    /// What is wrong.
+    pub message: String,
+    /// The file concerned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Its 1-based line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+/// One check's result on one preparation: what it read (by digest) and what it found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CheckRecord {
+    /// The check's id.
+    pub id: String,
+    /// sha256 of the check's signed document.
+    pub sha256: String,
+    /// The verdict.
+    pub verdict: CheckVerdict,
+    /// What it read: path → sha256.
+    pub inputs: BTreeMap<String, String>,
+    /// Its findings, sorted, at most [`MAX_KEPT_CHECK_FINDINGS`].
+    pub findings: Vec<CheckFinding>,
+    /// How many findings it reported in all.
+    pub finding_count: usize,
+}
+
+impl CheckRecord {
+    /// Whether the check failed the step.
+    pub fn failed(&self) -> bool {
+        self.verdict == CheckVerdict::Fail
+    }
+}
+
+/// Verifies the texts the step's checks read and runs every check on them, in the step's
+/// order. `Err` holds the failures that refuse the preparation: a text missing or not the
+/// attested bytes, or a check that stopped at a bound (`check_aborted`).
+pub(crate) fn run_checks(
+    pinned: &Pinned<'_>,
+    session: &Session,
+    step: &Step,
+    att: &OutputAttestation,
+    accepted: &BTreeMap<String, AcceptedArtifact>,
+) -> Result<Vec<CheckRecord>, Vec<Failure>> {
+    if step.checks().is_empty() && att.inputs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let texts = texts(pinned, session, step, att, accepted)?;
+    let mut records = Vec::with_capacity(step.checks().len());
+    let mut failures = Vec::new();
+    for check in step.checks() {
+        let doc = check.doc();
+        let mut inputs = Vec::with_capacity(doc.reads.len());
+        let mut read = BTreeMap::new();
+        for artifact in &doc.reads {
+            let (path, text, sha256) = &texts[artifact.as_str()];
+            inputs.push(Input::new(path, text.as_bytes()));
+            read.insert(path.clone(), sha256.to_string());
+        }
+        match run_blocking(|| check.compiled().run(&inputs)) {
+            Ok(findings) => {
+                let failed = findings.iter().any(|f| f.severity == Severity::Error);
+                records.push(CheckRecord {
+                    id: doc.id.to_string(),
+                    sha256: check.entry().sha256.to_string(),
+                    verdict: if failed {
+                        CheckVerdict::Fail
+                    } else {
+                        CheckVerdict::Pass
+                    },
+                    inputs: read,
+                    finding_count: findings.len(),
+                    findings: findings
+                        .into_iter()
+                        .take(MAX_KEPT_CHECK_FINDINGS)
+                        .map(|f| CheckFinding {
+                            rule: f.rule,
+                            severity: f.severity.as_str().to_owned(),
+                            message: f.message,
+                            path: f.path,
+                            line: f.line,
+                        })
+                        .collect(),
+                });
+            }
+            Err(e) => failures.push(
+                Failure::new(
+                    Code::CheckAborted,
+                    format!(
+                        "check {} could not judge these outputs: {e}; change the outputs so the \
+                         check can read them within its bounds",
+                        doc.id
+                    ),
+                )
+                .with("check_id", doc.id.as_str())
+                .with("reason_code", e.code()),
+            ),
+        }
+    }
+    if failures.is_empty() {
+        Ok(records)
+    } else {
+        Err(failures)
+    }
+}
+
+/// artifact id → (path, text, sha256) for every artifact a check of `step` reads, each text
+/// proven to be the attested (or accepted) bytes. Texts attested for artifacts no check reads
+/// are held to their digests too, so nothing unverified is ever accepted.
+fn texts<'a>(
+    pinned: &Pinned<'_>,
+    session: &Session,
+    step: &Step,
+    att: &'a OutputAttestation,
+    accepted: &BTreeMap<String, AcceptedArtifact>,
+) -> Result<BTreeMap<&'a str, (String, &'a str, Sha256Digest)>, Vec<Failure>> {
+    let mut failures = Vec::new();
+    let mut texts = BTreeMap::new();
+    let read: std::collections::BTreeSet<&str> = step
+        .checks()
+        .iter()
+        .flat_map(|c| c.doc().reads.iter().map(|a| a.as_str()))
+        .collect();
+    for (index, art) in att.artifacts.iter().enumerate() {
+        let Some(known) = accepted.get(&art.path) else {
+            continue;
+        };
+        let at = |f: Failure| {
+            f.with("artifact", index)
+                .with("artifact_id", &art.artifact_id)
+        };
+        match &art.text {
+            None if read.contains(art.artifact_id.as_str()) => failures.push(at(Failure::new(
+                Code::OutputTextMissing,
+                format!(
+                    "a deterministic check reads {}: attest its text as read from disk in `text`",
+                    art.path
+                ),
+            ))),
+            None => {}
+            Some(text) => match mismatch(text, known.sha256, known.bytes) {
+                Some(problem) => failures.push(at(Failure::new(
+                    Code::OutputTextMismatch,
+                    format!("the text attested for {} {problem}", art.path),
+                ))),
+                None => {
+                    texts.insert(
+                        art.artifact_id.as_str(),
+                        (art.path.clone(), text.as_str(), known.sha256),
+                    );
+                }
+            },
+        }
+    }
+    for (index, input) in att.inputs.iter().enumerate() {
+        let at = |f: Failure| {
+            f.with("input", index)
+                .with("artifact_id", &input.artifact_id)
+        };
+        let is_input = step
+            .doc()
+            .inputs
+            .iter()
+            .any(|a| a.as_str() == input.artifact_id);
+        let path = pinned.output(&input.artifact_id).map(|o| o.path.as_str());
+        let known = path.and_then(|p| session.ledger.get(p));
+        let (Some(known), Some(path), true) = (known, path, is_input) else {
+            failures.push(at(Failure::new(
+                Code::UnexpectedOutput,
+                format!(
+                    "{} is not an accepted input of step {}; send only the texts of its inputs",
+                    crate::bounds::display_capped(
+                        &input.artifact_id,
+                        crate::bounds::MAX_ECHO_CHARS
+                    ),
+                    step.doc().id
+                ),
+            )));
+            continue;
+        };
+        if input.path != path {
+            failures.push(at(Failure::new(
+                Code::OutputPathMismatch,
+                format!("{} is at {path}", input.artifact_id),
+            )
+            .with("expected", path)));
+            continue;
+        }
+        match mismatch(&input.text, known.sha256, known.bytes) {
+            Some(problem) => failures.push(at(Failure::new(
+                Code::OutputTextMismatch,
+                format!(
+                    "the text sent for {path} {problem}; it must be the file accepted when its \
+                     step passed"
+                ),
+            ))),
+            None => {
+                texts.insert(
+                    input.artifact_id.as_str(),
+                    (path.to_owned(), input.text.as_str(), known.sha256),
+                );
+            }
+        }
+    }
+    // Outputs and inputs sent without a usable text were named above; what is left are inputs
+    // never sent.
+    for artifact in &read {
+        let own = step
+            .doc()
+            .outputs
+            .iter()
+            .any(|o| o.artifact_id.as_str() == *artifact);
+        let sent = att.inputs.iter().any(|i| i.artifact_id == *artifact);
+        if own || sent || texts.contains_key(artifact) {
+            continue;
+        }
+        let path = pinned.output(artifact).map_or("", |o| o.path.as_str());
+        failures.push(
+            Failure::new(
+                Code::OutputTextMissing,
+                format!(
+                    "a deterministic check reads the input {path}: send its text in the output \
+                     attestation's `inputs`"
+                ),
+            )
+            .with("artifact_id", *artifact),
+        );
+    }
+    if failures.is_empty() {
+        Ok(texts)
+    } else {
+        Err(failures)
+    }
+}
+
+/// What is wrong with `text` as the bytes of a file of `bytes` bytes and digest `sha256`.
+fn mismatch(text: &str, sha256: Sha256Digest, bytes: u64) -> Option<String> {
+    if text.len() as u64 != bytes {
+        return Some(format!(
+            "has {} bytes, not the {bytes} attested",
+            text.len()
+        ));
+    }
+    let actual = Sha256Digest::of(text.as_bytes());
+    (actual != sha256).then(|| format!("has sha256 {actual}, not the {sha256} attested"))
+}
+
+/// Runs CPU-bound work without stalling the other tasks of a multi-threaded runtime's worker
+/// (a check may run up to its wall-time bound).
+fn run_blocking<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
+}

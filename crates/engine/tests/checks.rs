@@ -1,0 +1,319 @@
+//! Deterministic checks judge the participant's actual outputs (`docs/engine.md` §5.3): the
+//! server holds each text to its attested digest, runs the step's checks while preparing, and
+//! a failing check sends the step to `revise` with its rule, path and line whatever the
+//! reports say. Runs the test workflow of `tests/data/checked/` (see its README).
+
+use std::{collections::BTreeMap, path::Path, sync::Arc};
+
+use rimthan_engine::{
+    ActivePayload, AdapterDeclaration, ArtifactAttestation, CheckVerdict, Engine, HostDeclaration,
+    InputText, OutputAttestation, PrepareRequest, Releases, RepositoryPolicy, SessionId,
+    StartRequest, Status, ValidationPlan, Verdict,
+};
+use rimthan_registry::{Sha256Digest, ValidatorCapability};
+use serde_json::Value;
+
+use crate::common::*;
+
+const PLAN: &str = r#"{"title": "Add a sales channel", "risks": ["backfill load"]}"#;
+const NOTE_OK: &str =
+    "# Add a sales channel\n\n## Risks\n\n- The backfill loads the primary (data team).\n";
+const NOTE_NO_OWNER: &str =
+    "# Add a sales channel\n\n## Risks\n\n- The backfill loads the primary.\n";
+const SQL_OK: &str =
+    "SET statement_timeout = '5s';\nALTER TABLE orders ADD COLUMN sales_channel text;\n";
+const SQL_NO_TIMEOUT: &str = "ALTER TABLE orders ADD COLUMN sales_channel text;\n";
+
+fn releases() -> Arc<Releases> {
+    releases_built_from(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/checked"))
+}
+
+fn start() -> StartRequest {
+    StartRequest {
+        workflow_id: "release-note".parse().unwrap(),
+        workflow_version: None,
+        release: None,
+        channel: None,
+        host: HostDeclaration {
+            harness: "codex".into(),
+            adapter: Some(AdapterDeclaration {
+                id: Some("codex".into()),
+                version: Some("1.1.0".into()),
+            }),
+            capabilities: all_host_capabilities(),
+            validator_capabilities: vec![ValidatorCapability::WorkspaceRead],
+        },
+        repository_policy: RepositoryPolicy::default(),
+        idempotency_key: None,
+    }
+}
+
+/// The attestation of a harness that wrote `files` (path → text) and sends the text of every
+/// output and input the payload marks `send_text`.
+fn attest(payload: &ActivePayload, files: &BTreeMap<&str, &str>) -> OutputAttestation {
+    let step = payload.step.as_ref().unwrap();
+    OutputAttestation {
+        artifacts: step
+            .outputs
+            .iter()
+            .map(|o| {
+                let text = files[o.path.as_str()];
+                let json = o.media_type == "application/json";
+                ArtifactAttestation {
+                    artifact_id: o.artifact_id.clone(),
+                    path: o.path.clone(),
+                    owner_step: o.owner_step.clone(),
+                    media_type: o.media_type.clone(),
+                    schema_sha256: o.schema.as_ref().map(|s| s.sha256.clone()),
+                    bytes: text.len() as u64,
+                    sha256: Sha256Digest::of(text.as_bytes()).to_string(),
+                    symlink_free: true,
+                    read_back: true,
+                    write_policy: o.write_policy,
+                    content: json.then(|| serde_json::from_str(text).unwrap()),
+                    text: o.send_text.then(|| text.to_owned()),
+                }
+            })
+            .collect(),
+        inputs: step
+            .inputs
+            .iter()
+            .filter(|i| i.send_text)
+            .map(|i| InputText {
+                artifact_id: i.artifact_id.clone(),
+                path: i.path.clone(),
+                text: files[i.path.as_str()].to_owned(),
+            })
+            .collect(),
+    }
+}
+
+fn prepare_with(payload: &ActivePayload, att: OutputAttestation) -> PrepareRequest {
+    PrepareRequest {
+        checkpoint: payload.checkpoint.clone(),
+        step_id: payload.step.as_ref().unwrap().id.clone(),
+        host_attestation: None,
+        output_attestation: Some(att),
+    }
+}
+
+struct AtNote {
+    engine: Engine,
+    payload: ActivePayload,
+}
+
+/// A session at `write-note`, its plan accepted as `PLAN`.
+async fn at_write_note() -> AtNote {
+    let engine = Engine::new(releases(), sqlite_memory().await, None)
+        .await
+        .unwrap();
+    let start = start();
+    let setup = active(engine.start(start.clone(), None).await.unwrap());
+    let drafting = pass_step(&engine, &setup, &start).await;
+    let files = BTreeMap::from([("plan/plan.json", PLAN)]);
+    let plan = ready(
+        engine
+            .prepare(prepare_with(&drafting, attest(&drafting, &files)), None)
+            .await
+            .unwrap(),
+    );
+    assert!(plan.checks.is_empty(), "draft-plan has no checks");
+    let payload = step_active(
+        engine
+            .submit(submit(&drafting, &plan, Verdict::Pass), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(payload.step.as_ref().unwrap().id, "write-note");
+    AtNote { engine, payload }
+}
+
+impl AtNote {
+    fn files(&self, note: &'static str, sql: &'static str) -> BTreeMap<&'static str, &'static str> {
+        BTreeMap::from([
+            ("plan/plan.json", PLAN),
+            ("note/note.md", note),
+            ("note/migrate.sql", sql),
+        ])
+    }
+
+    async fn prepare(&self, att: OutputAttestation) -> Value {
+        let result = self
+            .engine
+            .prepare(prepare_with(&self.payload, att), None)
+            .await
+            .unwrap();
+        serde_json::to_value(result).unwrap()
+    }
+
+    async fn plan(&self, note: &'static str, sql: &'static str) -> ValidationPlan {
+        let att = attest(&self.payload, &self.files(note, sql));
+        let result = self
+            .engine
+            .prepare(prepare_with(&self.payload, att), None)
+            .await
+            .unwrap();
+        ready(result)
+    }
+
+    async fn revision(&self) -> u64 {
+        let id: SessionId = self.payload.session_id.parse().unwrap();
+        let session = self.engine.store().load_session(&id).await.unwrap();
+        session.unwrap().revision
+    }
+}
+
+fn codes_of(result: &Value) -> Vec<&str> {
+    assert_eq!(result["status"], "rejected", "{result:#}");
+    result["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_payload_names_the_checks_and_the_texts_they_read() {
+    let at = at_write_note().await;
+    let step = at.payload.step.as_ref().unwrap();
+    let ids: Vec<&str> = step.checks.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["note-names-risks", "migrate-lint"]);
+    assert!(
+        step.checks[0]
+            .uri
+            .ends_with("/workflows/release-note/1.0.0/checks/note-names-risks")
+    );
+    assert_eq!(step.checks[0].reads, ["note", "change-plan"]);
+    assert!(step.outputs.iter().all(|o| o.send_text));
+    assert!(step.inputs[0].send_text);
+}
+
+#[tokio::test]
+async fn a_failing_check_sends_the_step_to_revise_with_its_rule_and_line_whatever_the_reports_say()
+{
+    let at = at_write_note().await;
+    let plan = at.plan(NOTE_NO_OWNER, SQL_OK).await;
+    let ids: Vec<(&str, CheckVerdict)> = plan
+        .checks
+        .iter()
+        .map(|c| (c.record.id.as_str(), c.record.verdict))
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            ("note-names-risks", CheckVerdict::Fail),
+            ("migrate-lint", CheckVerdict::Pass)
+        ]
+    );
+    let finding = &plan.checks[0].record.findings[0];
+    assert_eq!(
+        (finding.rule.as_str(), finding.path.as_deref(), finding.line),
+        ("risk-owner", Some("note/note.md"), Some(5))
+    );
+    assert!(plan.instructions.contains("whatever the reports say"));
+    // Every validator passes; the check still decides.
+    let revise = step_active(
+        at.engine
+            .submit(submit(&at.payload, &plan, Verdict::Pass), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(revise.status, Status::Revise);
+    let findings = serde_json::to_value(&revise.findings).unwrap();
+    assert_eq!(findings[0]["check_id"], "note-names-risks");
+    assert_eq!(findings[0]["rule"], "risk-owner");
+    assert_eq!(findings[0]["line"], 5);
+    assert_eq!(findings[0]["path"], "note/note.md");
+    assert!(findings[0].get("validator_id").is_none(), "{findings:#}");
+
+    // Fixed, it passes and the workflow completes.
+    let at = AtNote {
+        engine: at.engine,
+        payload: revise,
+    };
+    let plan = at.plan(NOTE_OK, SQL_OK).await;
+    assert!(
+        plan.checks
+            .iter()
+            .all(|c| c.record.verdict == CheckVerdict::Pass)
+    );
+    let done = step_active(
+        at.engine
+            .submit(submit(&at.payload, &plan, Verdict::Pass), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(done.status, Status::Completed);
+    let id: SessionId = done.session_id.parse().unwrap();
+    let session = at.engine.store().load_session(&id).await.unwrap().unwrap();
+    let rounds = &session.report_rounds[&"write-note".parse().unwrap()];
+    let verdicts: Vec<CheckVerdict> = rounds.iter().map(|r| r.checks[0].verdict).collect();
+    assert_eq!(verdicts, [CheckVerdict::Fail, CheckVerdict::Pass]);
+    let digest = Sha256Digest::of(NOTE_OK.as_bytes()).to_string();
+    assert_eq!(rounds[1].checks[0].inputs["note/note.md"], digest);
+    // The text itself is never stored.
+    let stored = serde_json::to_string(&session).unwrap();
+    assert!(!stored.contains("loads the primary"), "{stored}");
+}
+
+#[tokio::test]
+async fn a_warning_is_shown_and_does_not_fail_the_step() {
+    let at = at_write_note().await;
+    let plan = at.plan(NOTE_OK, SQL_NO_TIMEOUT).await;
+    let lint = &plan.checks[1].record;
+    assert_eq!(lint.verdict, CheckVerdict::Pass);
+    assert_eq!(lint.findings[0].rule, "require-statement-timeout");
+    assert_eq!(lint.findings[0].severity, "warning");
+}
+
+#[tokio::test]
+async fn a_text_that_is_not_the_attested_bytes_is_refused_and_nothing_changes() {
+    let at = at_write_note().await;
+    let before = at.revision().await;
+    let mut att = attest(&at.payload, &at.files(NOTE_OK, SQL_OK));
+    att.artifacts[0].text = Some(NOTE_NO_OWNER.to_owned());
+    assert_eq!(codes_of(&at.prepare(att).await), ["output_text_mismatch"]);
+
+    let mut att = attest(&at.payload, &at.files(NOTE_OK, SQL_OK));
+    att.artifacts[1].text = None;
+    assert_eq!(codes_of(&at.prepare(att).await), ["output_text_missing"]);
+
+    let mut att = attest(&at.payload, &at.files(NOTE_OK, SQL_OK));
+    att.inputs[0].text = PLAN.replace("sales", "sale");
+    assert_eq!(codes_of(&at.prepare(att).await), ["output_text_mismatch"]);
+
+    let mut att = attest(&at.payload, &at.files(NOTE_OK, SQL_OK));
+    att.inputs.clear();
+    assert_eq!(codes_of(&at.prepare(att).await), ["output_text_missing"]);
+
+    let mut att = attest(&at.payload, &at.files(NOTE_OK, SQL_OK));
+    att.inputs[0].artifact_id = "note".into();
+    assert_eq!(
+        codes_of(&at.prepare(att).await),
+        ["unexpected_output", "output_text_missing"]
+    );
+    assert_eq!(at.revision().await, before);
+}
+
+#[tokio::test]
+async fn a_check_that_never_ends_is_cut_at_its_bound_and_the_session_is_left_as_it_was() {
+    let at = at_write_note().await;
+    let before = at.revision().await;
+    let note = "# Add a sales channel\n\nspin forever\n";
+    let result = at
+        .prepare(attest(&at.payload, &at.files(note, SQL_OK)))
+        .await;
+    assert_eq!(codes_of(&result), ["check_aborted"]);
+    let detail = &result["failures"][0]["detail"];
+    assert_eq!(detail["check_id"], "note-names-risks");
+    assert_eq!(detail["reason_code"], "check_operations_exceeded");
+    assert_eq!(at.revision().await, before);
+    // The participant fixes the note and goes on.
+    let plan = at.plan(NOTE_OK, SQL_OK).await;
+    assert!(
+        plan.checks
+            .iter()
+            .all(|c| c.record.verdict == CheckVerdict::Pass)
+    );
+}
