@@ -47,6 +47,7 @@ pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
         Some(e) if e.is_input_error() => 1,
         Some(_) => 3,
         None if err.downcast_ref::<InputError>().is_some() => 1,
+        None if err.downcast_ref::<registry::ChecksFailed>().is_some() => 1,
         // The server refused the harness: the run's input (or the server's verdict) is at fault.
         None => match err.downcast_ref::<rimthan_stage::StageError>() {
             Some(rimthan_stage::StageError::Registry(e)) if !e.is_input_error() => 3,

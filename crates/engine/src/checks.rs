@@ -1,5 +1,5 @@
 //! Running a step's deterministic checks on the participant's outputs (`docs/checks.md`,
-//! `docs/engine.md` §5.3).
+//! `docs/engine.md` §5.1).
 //!
 //! The harness sends the text of every artifact a check reads; the text is held to the digest
 //! and size it attests (or, for an earlier output, to the digest accepted then) before any
@@ -98,9 +98,9 @@ pub(crate) fn run_checks(
         let mut inputs = Vec::with_capacity(doc.reads.len());
         let mut read = BTreeMap::new();
         for artifact in &doc.reads {
-            let (path, text, sha256) = &texts[artifact.as_str()];
-            inputs.push(Input::new(path, text.as_bytes()));
-            read.insert(path.clone(), sha256.to_string());
+            let text = &texts[artifact.as_str()];
+            inputs.push(Input::new(&text.path, text.text.as_bytes()));
+            read.insert(text.path.clone(), text.sha256.to_string());
         }
         match run_blocking(|| check.compiled().run(&inputs)) {
             Ok(findings) => {
@@ -149,7 +149,14 @@ pub(crate) fn run_checks(
     }
 }
 
-/// artifact id → (path, text, sha256) for every artifact a check of `step` reads, each text
+/// The text of one artifact a check reads, proven to be the bytes of `sha256`.
+struct Text<'a> {
+    path: String,
+    text: &'a str,
+    sha256: Sha256Digest,
+}
+
+/// artifact id → its text for every artifact a check of `step` reads, each text
 /// proven to be the attested (or accepted) bytes. Texts attested for artifacts no check reads
 /// are held to their digests too, so nothing unverified is ever accepted.
 fn texts<'a>(
@@ -158,7 +165,7 @@ fn texts<'a>(
     step: &Step,
     att: &'a OutputAttestation,
     accepted: &BTreeMap<String, AcceptedArtifact>,
-) -> Result<BTreeMap<&'a str, (String, &'a str, Sha256Digest)>, Vec<Failure>> {
+) -> Result<BTreeMap<&'a str, Text<'a>>, Vec<Failure>> {
     let mut failures = Vec::new();
     let mut texts = BTreeMap::new();
     let read: std::collections::BTreeSet<&str> = step
@@ -189,10 +196,12 @@ fn texts<'a>(
                     format!("the text attested for {} {problem}", art.path),
                 ))),
                 None => {
-                    texts.insert(
-                        art.artifact_id.as_str(),
-                        (art.path.clone(), text.as_str(), known.sha256),
-                    );
+                    let text = Text {
+                        path: art.path.clone(),
+                        text: text.as_str(),
+                        sha256: known.sha256,
+                    };
+                    texts.insert(art.artifact_id.as_str(), text);
                 }
             },
         }
@@ -240,10 +249,12 @@ fn texts<'a>(
                 ),
             ))),
             None => {
-                texts.insert(
-                    input.artifact_id.as_str(),
-                    (path.to_owned(), input.text.as_str(), known.sha256),
-                );
+                let text = Text {
+                    path: path.to_owned(),
+                    text: input.text.as_str(),
+                    sha256: known.sha256,
+                };
+                texts.insert(input.artifact_id.as_str(), text);
             }
         }
     }

@@ -1,4 +1,4 @@
-//! Deterministic checks judge the participant's actual outputs (`docs/engine.md` §5.3): the
+//! Deterministic checks judge the participant's actual outputs (`docs/engine.md` §5.1): the
 //! server holds each text to its attested digest, runs the step's checks while preparing, and
 //! a failing check sends the step to `revise` with its rule, path and line whatever the
 //! reports say. Runs the test workflow of `tests/data/checked/` (see its README).

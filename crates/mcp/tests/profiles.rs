@@ -83,6 +83,7 @@ async fn test_mcp_workflow_engine_profile_exposes_four_tools_and_exact_resources
         [
             "workflow-definition",
             "workflow-step",
+            "workflow-check",
             "workflow-asset-content",
             "validator-definition",
             "workflow-versioned-schema"

@@ -75,6 +75,7 @@ pub use path::{PathRule, check_path_template, check_relative_path, expand_templa
 pub use published::{
     PUBLISHED_FILE, PUBLISHED_FORMAT, PublishedEntry, PublishedLock, check_published, lock_of,
 };
+pub use regular::read_regular_file;
 pub use release::{
     Asset, Schema, Step, StepCheck, TrustAnchor, Validator, VerifiedRegistry, VerifiedRelease,
     Workflow,

@@ -11,6 +11,13 @@ use std::{
 
 use crate::error::RegistryError;
 
+/// The bytes of the regular file at `path`, at most `limit` of them, read as the registry reads
+/// its own files (no symlink, FIFO or device; the size checked before reading): for tools that
+/// read a participant's files, such as `rimthan registry check`.
+pub fn read_regular_file(path: &Path, limit: u64) -> Result<Vec<u8>, RegistryError> {
+    read_regular(path, &path.display().to_string(), limit)
+}
+
 /// The bytes of the regular file at `path`, at most `limit` of them. `file` is how errors name it.
 pub(crate) fn read_regular(path: &Path, file: &str, limit: u64) -> Result<Vec<u8>, RegistryError> {
     let handle = open(path).map_err(|e| refusal(e, path, file))?;

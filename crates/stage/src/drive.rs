@@ -141,6 +141,7 @@ pub(crate) async fn drive(
         }
 
         let mut files = Vec::new();
+        let mut text_mismatch = false;
         let mut prepare = json!({"checkpoint": payload["checkpoint"], "step_id": step_id});
         if step["kind"] == "setup" {
             let mut deliveries = deliver(client, project, &payload, &mut files).await?;
@@ -172,6 +173,14 @@ pub(crate) async fn drive(
                 files.push(path.to_owned());
                 artifacts.push(attest(project, output, path)?);
             }
+            if fault == Some(Fault::TextMismatch)
+                && let Some(text) = artifacts
+                    .iter_mut()
+                    .find_map(|a| a.get_mut("text").filter(|t| t.is_string()))
+            {
+                *text = json!(format!("{}\n", text.as_str().unwrap_or_default()));
+                text_mismatch = true;
+            }
             if fault == Some(Fault::ExtraFile) {
                 let extra = extra_file_path(&outputs);
                 project.write(&extra, b"# Scratch\n\nNot a declared output.\n")?;
@@ -180,7 +189,16 @@ pub(crate) async fn drive(
                     "media_type": "text/markdown", "schema": null, "write_policy": "create-or-replace-owned"});
                 artifacts.push(attest(project, &declared, &extra)?);
             }
-            prepare["output_attestation"] = json!({"artifacts": artifacts});
+            let mut inputs = Vec::new();
+            for input in step["inputs"].as_array().into_iter().flatten() {
+                if input["send_text"] != true {
+                    continue;
+                }
+                let path = str_field(input, rimthan_mcp::ACTIVE_STEP, "path")?;
+                inputs.push(json!({"artifact_id": input["artifact_id"], "path": path,
+                    "text": text_of(path, project.read_back(path)?.bytes)?}));
+            }
+            prepare["output_attestation"] = json!({"artifacts": artifacts, "inputs": inputs});
         }
         let (plan, rejected) = call(client, rimthan_mcp::PREPARE, prepare).await?;
         if rejected {
@@ -189,7 +207,7 @@ pub(crate) async fn drive(
                 matches!(
                     f,
                     Fault::WrongDigest | Fault::ExtraFile | Fault::SymlinkedOutput
-                )
+                ) || text_mismatch
             }) {
                 return Ok(run.faulted(&payload, f, found));
             }
@@ -334,12 +352,23 @@ fn extra_file_path(outputs: &[Value]) -> String {
     }
 }
 
+/// A file's bytes as the text a deterministic check reads.
+fn text_of(path: &str, bytes: Vec<u8>) -> Result<String, StageError> {
+    String::from_utf8(bytes).map_err(|_| StageError::UnsafePath {
+        path: path.into(),
+        reason: "a deterministic check reads it, and it is not UTF-8 text".into(),
+    })
+}
+
 /// The output attestation entry for a declared output, from what is on disk.
 fn attest(project: &Project, output: &Value, path: &str) -> Result<Value, StageError> {
     let back = project.read_back(path)?;
     let mut artifact = json!({"artifact_id": output["artifact_id"], "path": path, "owner_step": output["owner_step"],
         "media_type": output["media_type"], "bytes": back.bytes.len(), "sha256": back.sha256.to_string(),
         "symlink_free": back.symlink_free, "read_back": true, "write_policy": output["write_policy"]});
+    if output["send_text"] == true {
+        artifact["text"] = json!(text_of(path, back.bytes.clone())?);
+    }
     if !output["schema"].is_null() {
         artifact["schema_sha256"] = output["schema"]["sha256"].clone();
         artifact["content"] =

@@ -14,16 +14,19 @@ pub enum Fault {
     MissingReport,
     /// Reuse a checkpoint after the session moved on.
     StaleCheckpoint,
+    /// Send, for an output a deterministic check reads, a text that is not the file's bytes.
+    TextMismatch,
 }
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 5] = [
+    pub const ALL: [Fault; 6] = [
         Fault::WrongDigest,
         Fault::ExtraFile,
         Fault::SymlinkedOutput,
         Fault::MissingReport,
         Fault::StaleCheckpoint,
+        Fault::TextMismatch,
     ];
 
     /// The flag spelling.
@@ -34,6 +37,7 @@ impl Fault {
             Fault::SymlinkedOutput => "symlinked-output",
             Fault::MissingReport => "missing-report",
             Fault::StaleCheckpoint => "stale-checkpoint",
+            Fault::TextMismatch => "text-mismatch",
         }
     }
 
@@ -45,6 +49,7 @@ impl Fault {
             Fault::SymlinkedOutput => "symlink_in_path",
             Fault::MissingReport => "report_missing",
             Fault::StaleCheckpoint => "stale_checkpoint",
+            Fault::TextMismatch => "output_text_mismatch",
         }
     }
 }

@@ -1,6 +1,9 @@
 //! `rimthan registry …`: init, build, verify, inspect, diff, promote, keygen.
 
+mod check;
 mod diff;
+
+pub(crate) use check::ChecksFailed;
 
 use std::{
     fs,
@@ -30,6 +33,8 @@ pub(crate) enum RegistryCommand {
     Inspect(InspectArgs),
     /// List the entries added, removed and changed between two releases.
     Diff(diff::DiffArgs),
+    /// Run a step's deterministic checks on local files, as the server runs them.
+    Check(check::CheckArgs),
     /// Point a channel at a release, after verifying the registry.
     Promote(PromoteArgs),
     /// Generate an ed25519 signing key.
@@ -115,6 +120,7 @@ impl RegistryCommand {
             }
             RegistryCommand::Inspect(args) => inspect(args),
             RegistryCommand::Diff(args) => diff::diff(args),
+            RegistryCommand::Check(args) => check::check(args),
             RegistryCommand::Promote(args) => promote(args),
             RegistryCommand::Keygen(args) => keygen(args),
         }

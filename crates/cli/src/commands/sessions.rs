@@ -282,13 +282,16 @@ impl ShowArgs {
         if !session.findings.is_empty() {
             println!("\nlatest findings");
             for f in &session.findings {
-                println!(
-                    "  {} {} {}: {}",
-                    f.validator_id,
-                    f.severity,
-                    f.path.as_deref().unwrap_or("-"),
-                    f.message
-                );
+                let by = match (&f.check_id, &f.rule) {
+                    (Some(check), Some(rule)) => format!("check {check} [{rule}]"),
+                    _ => f.validator_id.clone(),
+                };
+                let at = match (&f.path, f.line) {
+                    (Some(path), Some(line)) => format!("{path}:{line}"),
+                    (Some(path), None) => path.clone(),
+                    _ => "-".into(),
+                };
+                println!("  {by} {} {at}: {}", f.severity, f.message);
             }
         }
         print_report_rounds(&session);
@@ -302,19 +305,37 @@ impl ShowArgs {
     }
 }
 
-/// Every kept round of validator reports, per step: verdict, summary, findings and the fields
-/// a report schema adds.
+/// Every kept round of validator reports and deterministic checks, per step: verdict, summary,
+/// findings and the fields a report schema adds.
 fn print_report_rounds(session: &rimthan_engine::Session) {
     if session.report_rounds.is_empty() {
         return;
     }
     println!(
-        "\nvalidator reports (the last {} rounds per step)",
+        "\nchecks and validator reports (the last {} rounds per step)",
         rimthan_engine::REPORT_ROUNDS_KEPT
     );
     for (step, rounds) in &session.report_rounds {
         for round in rounds {
             println!("  {step} round {} ({})", round.round, round.at);
+            for c in &round.checks {
+                let verdict = serde_json::to_value(c.verdict).unwrap_or_default();
+                println!(
+                    "    check {} {} ({} findings; sha256 {})",
+                    c.id,
+                    verdict.as_str().unwrap_or("-"),
+                    c.finding_count,
+                    c.sha256
+                );
+                for f in &c.findings {
+                    let at = match (&f.path, f.line) {
+                        (Some(path), Some(line)) => format!("{path}:{line}"),
+                        (Some(path), None) => path.clone(),
+                        _ => "-".into(),
+                    };
+                    println!("      {} {at}: {}: {}", f.severity, f.rule, f.message);
+                }
+            }
             for r in &round.reports {
                 let verdict = serde_json::to_value(r.verdict).unwrap_or_default();
                 println!(

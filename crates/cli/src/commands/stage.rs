@@ -51,7 +51,7 @@ pub(crate) struct StageArgs {
     #[arg(long)]
     resume: bool,
     /// Inject a classic mistake and show the server's code: wrong-digest, extra-file,
-    /// symlinked-output, missing-report or stale-checkpoint.
+    /// symlinked-output, missing-report, stale-checkpoint or text-mismatch.
     #[arg(long)]
     fault: Option<String>,
 }

@@ -1,5 +1,5 @@
-//! A session's validator reports on its page: every kept round of each step, so the findings
-//! that sent a step back stay readable after it passed.
+//! A session's deterministic checks and validator reports on its page: every kept round of each
+//! step, so the findings that sent a step back stay readable after it passed.
 
 use maud::{Markup, html};
 use rimthan_engine::{REPORT_ROUNDS_KEPT, Session};
@@ -8,6 +8,7 @@ use rimthan_engine::{REPORT_ROUNDS_KEPT, Session};
 pub(super) fn report_rounds(session: &Session) -> Markup {
     let text = |v: serde_json::Value| v.as_str().unwrap_or("").to_owned();
     html! {
+        (check_rounds(session))
         h2 { "Validator reports" }
         p { "Every judged round per step (the last " (REPORT_ROUNDS_KEPT) "), as submitted." }
         @if session.report_rounds.is_empty() {
@@ -42,6 +43,65 @@ pub(super) fn report_rounds(session: &Session) -> Markup {
                                             li { code { (field) } " = " (value.to_string()) }
                                         }
                                     } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The deterministic checks of every kept round: verdict, the digests they read, findings.
+fn check_rounds(session: &Session) -> Markup {
+    let rounds: Vec<_> = session
+        .report_rounds
+        .iter()
+        .flat_map(|(step, rounds)| rounds.iter().map(move |r| (step, r)))
+        .filter(|(_, r)| !r.checks.is_empty())
+        .collect();
+    html! {
+        h2 { "Deterministic checks" }
+        @if rounds.is_empty() {
+            p { "No step of this session ran checks yet." }
+        } @else {
+            p { "Run by the server on the attested outputs of each judged round; a failed check \
+                 sends the step back whatever the reports say." }
+            table id="checks" {
+                thead { tr {
+                    th scope="col" { "Step" } th scope="col" { "Round" } th scope="col" { "Check" }
+                    th scope="col" { "Verdict" } th scope="col" { "Read (sha256)" }
+                    th scope="col" { "Findings" }
+                } }
+                tbody {
+                    @for (step, round) in &rounds {
+                        @for c in &round.checks {
+                            tr {
+                                td { (step) } td.n { (round.round) }
+                                td { (c.id) }
+                                td { (serde_json::to_value(c.verdict).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()) }
+                                td { ul {
+                                    @for (path, sha256) in &c.inputs {
+                                        li { (path) " " code { (&sha256[..12.min(sha256.len())]) } }
+                                    }
+                                } }
+                                td {
+                                    ul {
+                                        @for f in &c.findings {
+                                            li {
+                                                (f.severity) " " code { (f.rule) } ": " (f.message)
+                                                @if let Some(path) = &f.path {
+                                                    " (" (path)
+                                                    @if let Some(line) = f.line { ":" (line) }
+                                                    ")"
+                                                }
+                                            }
+                                        }
+                                    }
+                                    @if c.finding_count > c.findings.len() {
+                                        p { "and " (c.finding_count - c.findings.len()) " more" }
+                                    }
                                 }
                             }
                         }
