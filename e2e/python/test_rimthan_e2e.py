@@ -60,6 +60,7 @@ DEFAULT_RELEASES = REPO_ROOT / "registry" / "default" / "releases"
 REGISTRY_SOURCE = REPO_ROOT / "registry" / "source"
 OUTSIDE_SOURCE = REPO_ROOT / "crates" / "cli" / "tests" / "data" / "outside-workflow"
 OUTSIDE_RELEASE = "2027.1.0"
+CHECKED_SOURCE = REPO_ROOT / "crates" / "cli" / "tests" / "data" / "checked-workflow"
 
 SERVER_NAME = "rimthan-workflow-engine"
 START = "rimthan.start_workflow"
@@ -571,7 +572,18 @@ def write_and_attest_output(wf: WorkflowCase, project: Path, output: dict[str, A
     if output.get("schema") is not None:
         artifact["schema_sha256"] = output["schema"]["sha256"]
         artifact["content"] = json.loads(on_disk)
+    if output.get("send_text"):  # a deterministic check reads it: the server hashes this text
+        artifact["text"] = on_disk.decode()
     return artifact
+
+
+def input_texts(project: Path, step: dict[str, Any]) -> list[dict[str, Any]]:
+    """The text of every earlier output the step's deterministic checks read, from disk."""
+    return [
+        {"artifact_id": i["artifact_id"], "path": i["path"], "text": (project / i["path"]).read_text()}
+        for i in step["inputs"]
+        if i.get("send_text")
+    ]
 
 
 def save_session_file(project: Path, payload: dict[str, Any]) -> None:
@@ -649,7 +661,8 @@ async def run_session(client: Client, project: Path, wf: WorkflowCase) -> Sessio
         else:
             assert step["outputs"], f"work step {step_id} declares no outputs"
             prepare["output_attestation"] = {
-                "artifacts": [write_and_attest_output(wf, project, o) for o in step["outputs"]]
+                "artifacts": [write_and_attest_output(wf, project, o) for o in step["outputs"]],
+                "inputs": input_texts(project, step),
             }
 
         plan = await call_ok(client, PREPARE, prepare)
@@ -909,3 +922,81 @@ async def test_sdk_call_tool_accepts_active_payload(server: HttpServer, workflow
             again = await client.call_tool(GET_ACTIVE, {"checkpoint": started.structured_content["checkpoint"]})
             assert again.is_error is not True
             assert again.structured_content["findings"] == []
+
+
+# The outside workflow with deterministic checks (`crates/cli/tests/data/checked-workflow/`): a
+# Markdown rule on fix/notes.md and squawk on fix/up.sql.
+DATA_FIX_NOTES_BROKEN = "# Backfill\n\n## Rollback\n\n- Restore the column from the snapshot.\n"
+DATA_FIX_NOTES_FIXED = "# Backfill\n\n## Rollback\n\n- Restore the column from the snapshot (on-call DBA).\n"
+DATA_FIX = WorkflowCase(
+    id="data-fix",
+    steps=["setup-workspace", "write-fix"],
+    outputs=["fix/notes.md", "fix/up.sql"],
+    claude_assets=[".claude/agents/fix-reviewer.md"],
+    validator_capabilities=["workspace.read"],
+    source=CHECKED_SOURCE,
+    written={
+        "fix/notes.md": DATA_FIX_NOTES_BROKEN.encode(),
+        "fix/up.sql": b"SET statement_timeout = '5s';\nUPDATE orders SET sales_channel = 'web' WHERE sales_channel IS NULL;\n",
+    },
+)
+
+
+@pytest.fixture(scope="module")
+def checked_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """A server on the release built from the outside workflow with deterministic checks."""
+    registry = _build_release(DATA_FIX, tmp_path_factory.mktemp("rimthan-checked"))
+    yield from _serving(request, tmp_path_factory.mktemp("rimthan-http-checked"), registry)
+
+
+@pytest.mark.parametrize("mode", HTTP_MODES)
+async def test_an_output_that_breaks_a_check_is_sent_to_revise_with_rule_and_line_then_passes_once_fixed(
+    checked_server: HttpServer, project: Path, mode: str
+) -> None:
+    """Driven by hand: the server runs the step's checks on the text the harness attests, a
+    failing one sends the step to revise whatever the reports say, and the fixed file passes."""
+    wf = DATA_FIX
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with http_client(checked_server, mode) as client:
+            payload = await call_ok(client, START, start_arguments(wf))
+            deliveries = await deliver_host_assets(client, project, payload["host_assets"])
+            prepare = {"checkpoint": payload["checkpoint"], "step_id": "setup-workspace",
+                       "host_attestation": host_attestation(wf, deliveries)}
+            plan = await call_ok(client, PREPARE, prepare)
+            payload = await call_ok(client, SUBMIT, {"checkpoint": payload["checkpoint"],
+                                                    "validation_id": plan["validation_id"], "reports": []})
+            step = payload["step"]
+            assert step["id"] == "write-fix"
+            assert [c["id"] for c in step["checks"]] == ["notes-name-rollback", "up-lint"]
+            assert all(o["send_text"] for o in step["outputs"])
+            checked = await client.read_resource(step["checks"][0]["uri"])
+            doc = json.loads(checked.contents[0].text)
+            assert doc["kind"] == "script" and "rollback-owner" in doc["script"]
+
+            async def round_with(notes: str) -> dict[str, Any]:
+                wf.written["fix/notes.md"] = notes.encode()
+                prepare = {"checkpoint": payload["checkpoint"], "step_id": "write-fix",
+                           "output_attestation": {"artifacts": [write_and_attest_output(wf, project, o)
+                                                                for o in step["outputs"]]}}
+                plan = await call_ok(client, PREPARE, prepare)
+                return plan
+
+            plan = await round_with(DATA_FIX_NOTES_BROKEN)
+            verdicts = {c["id"]: c["verdict"] for c in plan["checks"]}
+            assert verdicts == {"notes-name-rollback": "fail", "up-lint": "pass"}, plan["checks"]
+            sent_back = await call(client, SUBMIT, {"checkpoint": payload["checkpoint"],
+                                                    "validation_id": plan["validation_id"],
+                                                    "reports": passing_reports(wf, project, plan)})
+            revise = sent_back.structured_content
+            assert revise["status"] == "revise", revise
+            finding = revise["findings"][0]
+            assert (finding["check_id"], finding["rule"], finding["path"], finding["line"]) == (
+                "notes-name-rollback", "rollback-owner", "fix/notes.md", 5), finding
+
+            payload = revise
+            plan = await round_with(DATA_FIX_NOTES_FIXED)
+            assert all(c["verdict"] == "pass" for c in plan["checks"]), plan["checks"]
+            done = await call_ok(client, SUBMIT, {"checkpoint": payload["checkpoint"],
+                                                  "validation_id": plan["validation_id"],
+                                                  "reports": passing_reports(wf, project, plan)})
+            assert done["status"] == "completed", done

@@ -59,7 +59,7 @@ pub struct OutputPayload {
     /// What the step may do to the path.
     pub write_policy: WritePolicy,
     /// A deterministic check of the step reads this output: attest its text.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub send_text: bool,
 }
 
@@ -75,7 +75,7 @@ pub struct InputPayload {
     pub sha256: Option<String>,
     /// A deterministic check of the step reads this input: send its text in the output
     /// attestation's `inputs`.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub send_text: bool,
 }
 
@@ -114,7 +114,7 @@ pub struct StepPayload {
     /// Validators.
     pub validators: Vec<ValidatorPayload>,
     /// Deterministic checks the server runs on the outputs when the step is prepared.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<CheckPayload>,
 }
 
@@ -315,7 +315,7 @@ pub struct ValidationPlan {
     pub validators: Vec<PlanValidator>,
     /// The step's deterministic checks, already run by the server on the attested outputs. A
     /// `fail` sends the step to `revise` at submission whatever the reports say.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<PlanCheck>,
     /// How to run them.
     pub instructions: String,
