@@ -112,17 +112,13 @@ class WorkflowCase:
         return examples[rel]
 
 
-def only_dir(parent: Path, what: str) -> Path:
-    found = sorted(p for p in parent.iterdir() if p.is_dir())
-    assert len(found) == 1, f"expected exactly one {what} under {parent}, found {[p.name for p in found]}"
-    return found[0]
-
-
 @functools.cache
 def release_examples(workflow_id: str) -> dict[str, bytes]:
     """Per declared output path of a workflow in the built default release, the bytes of its
     worked example: the step document's `example`, else its schema's `examples[0]` as JSON."""
-    release = only_dir(DEFAULT_RELEASES, "release")
+    # The release `stable` names: what a start that names none gets.
+    channels = json.loads((DEFAULT_RELEASES.parent / "channels.json").read_bytes())
+    release = DEFAULT_RELEASES / channels["channels"]["stable"]
     # The newest version: what a start that names none gets.
     versions = [p for p in (release / "workflows" / workflow_id).iterdir() if p.is_dir()]
     version = max(versions, key=lambda p: tuple(int(n) for n in p.name.split(".")))

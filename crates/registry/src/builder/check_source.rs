@@ -1,6 +1,6 @@
 //! Deterministic checks as an author writes them, and the proof the build asks of each: it
 //! passes the step's worked examples and fails every counter-example with the rule it names,
-//! so a check that cannot fail does not build (`docs/authoring.md` §6).
+//! so a check that cannot fail does not build (`docs/authoring.md` §11).
 //!
 //! ```text
 //! workflows/<id>/<version>/checks/<check id>.rhai                      a script check's source

@@ -193,12 +193,6 @@ export async function hostAttestation(driver, project, payload, host = HOST, ove
   };
 }
 
-async function onlyDir(parent, what) {
-  const found = (await readdir(parent, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name);
-  assert.equal(found.length, 1, `expected exactly one ${what} under ${parent}, found ${JSON.stringify(found)}`);
-  return join(parent, found[0]);
-}
-
 /** The newest version folder under `parent`: the version a start that names none gets. */
 async function newestVersionDir(parent) {
   const parse = (v) => v.split(".").map(Number);
@@ -216,7 +210,9 @@ async function newestVersionDir(parent) {
  * example: the step document's `example`, else its schema's `examples[0]` as JSON.
  */
 async function loadReleaseExamples(workflowId) {
-  const release = await onlyDir(releasesRoot, "release");
+  // The release `stable` names: what a start that names none gets.
+  const channels = JSON.parse(await readFile(join(releasesRoot, "..", "channels.json"), "utf8"));
+  const release = join(releasesRoot, channels.channels.stable);
   const version = await newestVersionDir(join(release, "workflows", workflowId));
   const stepsDir = join(version, "steps");
   const examples = new Map();
@@ -264,9 +260,15 @@ export async function outputAttestation(project, step, wf) {
       artifact.schema_sha256 = o.schema.sha256;
       artifact.content = JSON.parse(back.bytes.toString("utf8"));
     }
+    // A deterministic check reads it: the server holds this text to the digest before running it.
+    if (o.send_text) artifact.text = back.bytes.toString("utf8");
     artifacts.push(artifact);
   }
-  return { artifacts };
+  const inputs = [];
+  for (const i of step.inputs.filter((i) => i.send_text)) {
+    inputs.push({ artifact_id: i.artifact_id, path: i.path, text: await readFile(join(project, i.path), "utf8") });
+  }
+  return { artifacts, inputs };
 }
 
 /**
