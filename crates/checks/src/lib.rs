@@ -36,6 +36,7 @@ mod finding;
 mod input;
 mod limits;
 mod markdown;
+mod psql;
 mod script;
 mod sql;
 

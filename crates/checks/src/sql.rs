@@ -67,6 +67,10 @@ fn too_deep_message() -> String {
 /// (squawk's parser recovers, so a script sees every statement it could read).
 pub(crate) fn parse(text: &str) -> Dynamic {
     let lines = LineIndex::new(text);
+    let original = text;
+    // Same length as the file: statements are cut from the author's text at squawk's offsets.
+    let sent = crate::psql::as_sent(text);
+    let text = sent.as_ref();
     if let Some(offset) = too_deep(text) {
         let mut error = Map::new();
         error.insert(
@@ -91,7 +95,11 @@ pub(crate) fn parse(text: &str) -> Dynamic {
                 "line".into(),
                 Dynamic::from_int(i64::from(lines.line(start))),
             );
-            map.insert("text".into(), node.text().to_string().into());
+            let range = node.text_range();
+            let own = original
+                .get(usize::from(range.start())..usize::from(range.end()))
+                .unwrap_or_default();
+            map.insert("text".into(), own.into());
             map.into()
         })
         .collect();
@@ -149,14 +157,17 @@ impl SqlLint {
     fn lint(&self, input: &TextInput<'_>, findings: &mut Vec<Finding>) {
         let lines = LineIndex::new(input.text);
         let at = |offset: usize| Some(lines.line(offset));
-        if let Some(offset) = too_deep(input.text) {
+        // Same length as the file, so every offset below is the author's.
+        let sent = crate::psql::as_sent(input.text);
+        let text = sent.as_ref();
+        if let Some(offset) = too_deep(text) {
             findings.push(
                 Finding::new(SQL_SYNTAX_ERROR_RULE, Severity::Error, too_deep_message())
                     .at(input.name, at(offset)),
             );
             return;
         }
-        let parse = SourceFile::parse(input.text);
+        let parse = SourceFile::parse(text);
         for error in parse.errors() {
             let message = format!("SQL does not parse: {}", error.message());
             findings.push(
@@ -178,7 +189,7 @@ impl SqlLint {
             }
         }
         let mut linter = Linter::from(self.rules.values().map(|(rule, _)| *rule));
-        for violation in linter.lint(&parse, input.text) {
+        for violation in linter.lint(&parse, text) {
             let rule = violation.code.to_string();
             let severity = self.rules.get(&rule).map_or(Severity::Error, |(_, s)| *s);
             let mut message = violation.message;

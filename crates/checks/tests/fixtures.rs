@@ -84,6 +84,7 @@ fixtures! {
     json_that_does_not_parse_is_a_parse_error_at_its_line => "json-unparsable",
     a_yaml_key_is_read_from_its_parsed_form => "yaml-owner-missing",
     squawk_finds_a_renamed_column_at_its_line_with_the_named_severity => "sql-lint-rename-column",
+    a_psql_script_is_linted_as_psql_sends_it => "sql-lint-psql-script",
     a_squawk_ignore_comment_is_refused_and_the_rule_still_applies => "sql-lint-ignore-comment",
     sql_that_does_not_parse_is_a_syntax_error_at_its_line => "sql-lint-syntax-error",
     an_unknown_squawk_rule_is_refused => "sql-lint-unknown-rule",
