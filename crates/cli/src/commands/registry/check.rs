@@ -140,6 +140,7 @@ pub(crate) fn check(args: CheckArgs) -> anyhow::Result<()> {
             print_result(result, out)?;
         }
     }
+    out.flush()?;
     match results.iter().filter(|r| r.verdict == "fail").count() {
         0 => Ok(()),
         failed => Err(ChecksFailed(failed).into()),
