@@ -458,7 +458,12 @@ fn revise_sends_one_step_back_once_and_the_run_still_completes() {
 #[test]
 fn each_fault_shows_its_code_on_a_workflow_written_outside_the_repository() {
     let registry = OutsideRegistry::build();
-    for fault in rimthan_stage::Fault::ALL {
+    // This workflow declares no checks, so `text-mismatch` has nothing to apply to; the checked
+    // outside workflow shows that fault's code (`tests/checks.rs`).
+    for fault in rimthan_stage::Fault::ALL
+        .iter()
+        .filter(|f| **f != rimthan_stage::Fault::TextMismatch)
+    {
         let project = tempfile::tempdir().unwrap();
         let out = stage(&[
             "--harness",

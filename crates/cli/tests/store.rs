@@ -61,6 +61,7 @@ fn entry(session: &SessionId, at: &str) -> AuditEntry {
         organization: None,
         workflow: None,
         judgement: None,
+        checks: Vec::new(),
         at: at.into(),
     }
 }

@@ -1,9 +1,12 @@
 //! The audit log's record: who changed what, and who was refused (`docs/engine.md` §7). Every
 //! field is typed; the stores spell them with the wire names below.
 
-use serde::{Serialize, Serializer};
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::{
+    checks::{CheckRecord, CheckVerdict},
     codes::Code,
     session::{SessionId, Status},
 };
@@ -120,6 +123,10 @@ pub struct AuditEntry {
     /// the step back).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub judgement: Option<Judgement>,
+    /// The deterministic checks a preparation ran: what each read, by digest, and where it
+    /// found what; never the text, nor a message (which may quote it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<AuditCheck>,
     /// RFC 3339 time.
     pub at: String,
 }
@@ -147,6 +154,60 @@ pub struct Judgement {
     /// when it entered (sessions stored before this was recorded do not).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seconds: Option<u64>,
+}
+
+/// One check's result as the audit log keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditCheck {
+    /// The check's id.
+    pub id: String,
+    /// sha256 of the check's signed document.
+    pub sha256: String,
+    /// Its verdict.
+    pub verdict: CheckVerdict,
+    /// What it read: path → sha256.
+    pub inputs: BTreeMap<String, String>,
+    /// Where it found what (the kept findings of the record).
+    pub findings: Vec<AuditCheckFinding>,
+    /// How many findings it reported in all.
+    pub finding_count: usize,
+}
+
+/// One finding as the audit log keeps it: rule and place, no message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditCheckFinding {
+    /// The rule's id.
+    pub rule: String,
+    /// `error` or `warning`.
+    pub severity: String,
+    /// The file concerned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Its 1-based line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+impl From<&CheckRecord> for AuditCheck {
+    fn from(record: &CheckRecord) -> Self {
+        AuditCheck {
+            id: record.id.clone(),
+            sha256: record.sha256.clone(),
+            verdict: record.verdict,
+            inputs: record.inputs.clone(),
+            findings: record
+                .findings
+                .iter()
+                .map(|f| AuditCheckFinding {
+                    rule: f.rule.clone(),
+                    severity: f.severity.clone(),
+                    path: f.path.clone(),
+                    line: f.line,
+                })
+                .collect(),
+            finding_count: record.finding_count,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -131,6 +131,7 @@ pub(crate) async fn a_key_reused_by_its_owner_finds_the_session_an_earlier_versi
         organization: Some("lab".into()),
         workflow: None,
         judgement: None,
+        checks: Vec::new(),
         at: session.created_at.clone(),
     };
     store.insert_session(&session, &audit).await.unwrap();

@@ -297,6 +297,7 @@ async fn a_session_refused_without_end_shows_its_latest_calls_only() {
             organization: None,
             workflow: None,
             judgement: None,
+            checks: Vec::new(),
             at: "2026-12-04T00:00:00Z".into(),
         };
         store.append_audit(&refusal).await.unwrap();

@@ -12,7 +12,11 @@ use serde_json::{Value, json};
 use crate::common::repo_root;
 use checker::{Study, check};
 
+/// The method version whose rules, validators and skill this file holds to their wording.
 const VERSION: &str = "2.0.0";
+/// The workflow version that ships the mechanical rules as a release check; its schemas and
+/// validators are still the method's `VERSION`.
+const CHECKED: &str = "2.1.0";
 
 fn source() -> PathBuf {
     repo_root().join("registry/source")
@@ -39,10 +43,15 @@ struct Samples {
 
 impl Samples {
     fn load() -> Self {
+        Self::load_at(VERSION)
+    }
+
+    /// The samples of one workflow version.
+    fn load_at(workflow: &str) -> Self {
         let question_schema = schema("research-question");
         let sources_schema = schema("source-list");
         let examples = source().join(format!(
-            "workflows/research-study/{VERSION}/examples/research"
+            "workflows/research-study/{workflow}/examples/research"
         ));
         Self {
             question: question_schema["examples"][0].clone(),
@@ -357,6 +366,85 @@ fn every_mechanical_check_catches_a_file_that_breaks_it() {
             breaking.rule
         );
     }
+}
+
+/// The rules of `checker` that judge `findings.md`, which the release check decides too.
+const FINDINGS_RULES: [&str; 3] = ["findings", "certainty", "gap"];
+
+/// Runs the embedded release's `findings-rules` check (research-study `CHECKED`) on samples,
+/// as the server does: each file under its output path, JSON as the harness wrote it.
+fn release_check_errors(s: &Samples) -> Vec<rimthan_checks::Finding> {
+    let registry = rimthan_registry::verify_embedded().expect("the embedded registry verifies");
+    let release = registry
+        .channel(&"stable".parse().unwrap())
+        .expect("stable channel")
+        .clone();
+    let workflow = release
+        .workflow(
+            &"research-study".parse().unwrap(),
+            &CHECKED.parse().unwrap(),
+        )
+        .expect("the checked version is in the stable release");
+    let step = workflow
+        .steps()
+        .iter()
+        .find(|st| st.doc().id.as_str() == "synthesize-findings")
+        .expect("synthesize-findings");
+    let check = step
+        .checks()
+        .iter()
+        .find(|c| c.doc().id.as_str() == "findings-rules")
+        .expect("the step ships findings-rules");
+    let question = serde_json::to_string_pretty(&s.question).unwrap() + "\n";
+    let sources = serde_json::to_string_pretty(&s.sources).unwrap() + "\n";
+    let inputs = [
+        rimthan_checks::Input::new("research/findings.md", s.findings.as_bytes()),
+        rimthan_checks::Input::new("research/question.json", question.as_bytes()),
+        rimthan_checks::Input::new("research/sources.json", sources.as_bytes()),
+        rimthan_checks::Input::new("research/notes.md", s.notes.as_bytes()),
+    ];
+    let findings = check.compiled().run(&inputs).expect("the check runs");
+    findings
+        .into_iter()
+        .filter(|f| f.severity == rimthan_checks::Severity::Error)
+        .collect()
+}
+
+#[test]
+fn the_checked_version_passes_every_mechanical_rule_and_its_release_check() {
+    let samples = Samples::load_at(CHECKED);
+    let breaches = samples.breaches();
+    assert!(breaches.is_empty(), "{breaches:#?}");
+    let errors = release_check_errors(&samples);
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+#[test]
+fn the_release_check_fails_every_breaking_of_the_findings_rules() {
+    let mut covered = 0;
+    for breaking in BREAKINGS
+        .iter()
+        .filter(|b| FINDINGS_RULES.contains(&b.rule))
+    {
+        let mut samples = Samples::load_at(CHECKED);
+        (breaking.edit)(&mut samples);
+        let errors = release_check_errors(&samples);
+        assert!(
+            !errors.is_empty(),
+            "{}: the release check passed a file that breaks the {} rule",
+            breaking.name,
+            breaking.rule
+        );
+        covered += 1;
+    }
+    assert!(covered >= 10, "only {covered} breakings of the findings rules");
+}
+
+#[test]
+fn the_release_check_fails_the_method_versions_own_example_for_its_unquoted_criterion() {
+    let errors = release_check_errors(&Samples::load());
+    let rules: Vec<&str> = errors.iter().map(|f| f.rule.as_str()).collect();
+    assert_eq!(rules, ["criterion-quotes"], "{errors:#?}");
 }
 
 /// `> **Name rule.** ...` block quotes of one file, by rule name.

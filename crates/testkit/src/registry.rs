@@ -10,7 +10,7 @@ use rimthan_registry::{
 use serde::Deserialize;
 use serde_json::Value;
 
-/// The embedded default release id.
+/// The embedded release the fixture cases edit (`@/` paths): the first one published.
 pub const RELEASE: &str = "2026.12.0";
 
 /// The repository root, found from whichever crate includes this module (the registry's tests
@@ -78,7 +78,14 @@ pub fn test_registry() -> RegistryFiles {
     for path in embedded_files().paths().filter(|p| !p.starts_with("keys/")) {
         files.insert(path, embedded_files().get(path).unwrap().clone());
     }
-    reseal(&mut files, RELEASE, &test_key());
+    let releases: std::collections::BTreeSet<String> = files
+        .paths()
+        .filter_map(|p| p.strip_prefix("releases/")?.split('/').next())
+        .map(str::to_owned)
+        .collect();
+    for release in &releases {
+        reseal(&mut files, release, &test_key());
+    }
     files
 }
 

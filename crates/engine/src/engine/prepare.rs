@@ -69,6 +69,7 @@ impl Engine {
                     next.updated_at = now_rfc3339();
                     let mut audit = self.audit(TOOL, Some(&next), Outcome::Ready, principal);
                     evidence.apply(&mut audit);
+                    audit.checks = plan.checks.iter().map(Into::into).collect();
                     let answer = PrepareResult::Ready(self.plan_payload(&pinned, &next, &plan)?);
                     Ok(Decision::Change {
                         next: Box::new(next),

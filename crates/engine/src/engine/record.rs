@@ -37,6 +37,7 @@ impl Engine {
                 version: s.workflow_version.to_string(),
             }),
             judgement: None,
+            checks: Vec::new(),
             at: now_rfc3339(),
         }
     }

@@ -4,7 +4,7 @@ use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Type};
 
 use super::{StoreError, StoreErrorKind, decode_codes, decode_operation, decode_outcome};
 use crate::{
-    audit::{AuditEntry, Judgement, WorkflowRef},
+    audit::{AuditCheck, AuditEntry, Judgement, WorkflowRef},
     session::SessionId,
 };
 
@@ -74,6 +74,7 @@ pub(crate) struct AuditRow {
     step_index: Option<i64>,
     failed: Option<String>,
     seconds: Option<i64>,
+    checks: Option<String>,
 }
 
 impl TryFrom<AuditRow> for AuditEntry {
@@ -116,6 +117,11 @@ impl TryFrom<AuditRow> for AuditEntry {
                 .zip(row.workflow_version)
                 .map(|(id, version)| WorkflowRef { id, version }),
             judgement,
+            checks: match row.checks.as_deref() {
+                None => Vec::new(),
+                Some(json) => serde_json::from_str::<Vec<AuditCheck>>(json)
+                    .map_err(|_| corrupt("check results"))?,
+            },
             at: row.at,
         })
     }

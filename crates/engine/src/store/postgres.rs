@@ -131,8 +131,8 @@ const STATEMENTS: Statements = Statements {
         RETURNING id",
     insert_audit: "INSERT INTO audit_log (session_id, seq, tool, outcome, codes, \
         attestation_sha256, reports_sha256, principal, at, organization, workflow, \
-        workflow_version, step, step_index, failed, seconds) \
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+        workflow_version, step, step_index, failed, seconds, checks) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
     // 64 KiB that do not compress, so they need fresh pages as a change does: a full disk
     // refuses them as it refuses a new session.
     probe: "INSERT INTO writer_probe (id, room) \

@@ -238,8 +238,8 @@ const STATEMENTS: Statements = Statements {
         status = ?, step_index = ?, revise_rounds = ? WHERE id = ? AND revision = ? RETURNING id",
     insert_audit: "INSERT INTO audit_log (session_id, seq, tool, outcome, codes, \
         attestation_sha256, reports_sha256, principal, at, organization, workflow, \
-        workflow_version, step, step_index, failed, seconds) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        workflow_version, step, step_index, failed, seconds, checks) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     // Fresh pages, as a change's: a full disk refuses this as it refuses a new session.
     probe: "INSERT INTO writer_probe (id, room) VALUES (1, zeroblob(65536)) \
         ON CONFLICT (id) DO UPDATE SET room = excluded.room",

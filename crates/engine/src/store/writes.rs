@@ -135,6 +135,8 @@ where
     let workflow = audit.workflow.as_ref();
     let judgement = audit.judgement.as_ref();
     let failed = judgement.map(|j| encode_names(&j.failed));
+    let checks = (!audit.checks.is_empty())
+        .then(|| serde_json::to_string(&audit.checks).expect("check results serialize"));
     let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     sqlx::query::<DB>(sql.insert_audit)
         .bind(audit.session_id.as_ref().map(SessionId::as_str))
@@ -153,6 +155,7 @@ where
         .bind(judgement.map(|j| count(j.step_index)))
         .bind(failed.as_deref())
         .bind(judgement.and_then(|j| j.seconds).map(count))
+        .bind(checks.as_deref())
         .execute(&mut *conn)
         .await?;
     Ok(())

@@ -178,6 +178,17 @@ pub fn example(release: &VerifiedRelease, workflow: &str, step: &str, output: &s
     serde_json::to_vec_pretty(&example_or_instance(schema.value()).expect("an example")).unwrap()
 }
 
+/// The worked example of whichever step of `workflow` writes `artifact`.
+pub fn example_of_artifact(release: &VerifiedRelease, workflow: &str, artifact: &str) -> Vec<u8> {
+    let pinned = release.latest_workflow(&workflow.parse().unwrap()).unwrap();
+    let step = pinned
+        .steps()
+        .iter()
+        .find(|s| s.doc().outputs.iter().any(|o| o.artifact_id.as_str() == artifact))
+        .expect("a step writes the artifact");
+    example(release, workflow, step.doc().id.as_str(), artifact)
+}
+
 /// The stable release of the embedded registry.
 pub fn shipped() -> Arc<VerifiedRelease> {
     // Verified once: every session a test drives asks for it.
@@ -331,9 +342,20 @@ pub async fn prepare_active_step(
                 a["schema_sha256"] = o["schema"]["sha256"].clone();
                 a["content"] = serde_json::from_slice(&bytes).unwrap();
             }
+            if o["send_text"] == true {
+                a["text"] = json!(String::from_utf8(bytes).unwrap());
+            }
             a
         }).collect();
-        prepare["output_attestation"] = json!({"artifacts": artifacts});
+        // The earlier outputs a deterministic check reads, as the earlier steps wrote them.
+        let inputs: Vec<Value> = step["inputs"].as_array().unwrap().iter()
+            .filter(|i| i["send_text"] == true)
+            .map(|i| {
+                let artifact = i["artifact_id"].as_str().unwrap();
+                let bytes = example_of_artifact(release, workflow, artifact);
+                json!({"artifact_id": artifact, "path": i["path"], "text": String::from_utf8(bytes).unwrap()})
+            }).collect();
+        prepare["output_attestation"] = json!({"artifacts": artifacts, "inputs": inputs});
     }
     let plan = structured(&call(client, rimthan_mcp::PREPARE, prepare).await);
     assert_eq!(plan["status"], "ready", "{plan}");
