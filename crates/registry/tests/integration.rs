@@ -8,6 +8,7 @@ mod docs;
 mod fixtures;
 mod instance;
 mod manifest_fuzz;
+mod migration_example;
 mod path_properties;
 mod published;
 mod report_contract;

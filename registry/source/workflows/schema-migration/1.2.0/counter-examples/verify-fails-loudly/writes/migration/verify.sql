@@ -1,6 +1,7 @@
 -- Checks C1-C6 of migration/change.json for the public.orders.sales_channel migration.
--- Read-only: every query is a SELECT (a failure raises from a DO block, which writes nothing);
--- safe on the primary or a hot standby.
+-- Read-only: every query is a SELECT (a failure raises from a DO block, which writes nothing).
+-- Every check runs on a hot standby except C2, which must run on the primary: a standby's
+-- pg_stat_activity does not show the primary's transactions, so C2 fails on a standby.
 --   psql "$DATABASE_URL" -X -v ON_ERROR_STOP=1 -v phase=before-up -f migration/verify.sql
 -- phase is before-up, after-up or after-down. Each check prints its id, t or f, and a detail.
 -- psql exits 3 on the first failed check, on a missing phase and on an unknown one, and 0
@@ -39,11 +40,14 @@ SELECT 'C1' AS check_id,
     DO $$ BEGIN RAISE EXCEPTION 'verify.sql: check failed (its detail is above)'; END $$;
 \endif
 
--- C2: no transaction older than 60 s that the ACCESS EXCLUSIVE lock would queue behind.
+-- C2 (on the primary): no transaction older than 60 s that the ACCESS EXCLUSIVE lock would
+-- queue behind.
 SELECT 'C2' AS check_id,
-       count(*) = 0 AS ok,
-       coalesce(string_agg(pid::text || ' open since ' || xact_start::text, ', '),
-                'no long transactions') AS detail
+       NOT pg_is_in_recovery() AND count(*) = 0 AS ok,
+       CASE WHEN pg_is_in_recovery()
+            THEN 'connected to a standby, which cannot see the primary''s transactions: run C2 on the primary'
+            ELSE coalesce(string_agg(pid::text || ' open since ' || xact_start::text, ', '),
+                          'no long transactions') END AS detail
   FROM pg_stat_activity
  WHERE datname = current_database()
    AND pid <> pg_backend_pid()
