@@ -255,6 +255,7 @@ fn shipped_schemas_include_the_session_and_report_schemas() {
             "migration-change@1.0.0",
             "migration-change@1.1.0",
             "migration-check-report@1.0.0",
+            "migration-check-report@1.1.0",
             "research-question@1.0.0",
             "research-question@2.0.0",
             "source-list@1.0.0",
