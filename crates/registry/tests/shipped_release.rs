@@ -226,8 +226,9 @@ fn renditions_parse_as_their_hosts_formats() {
         assert_ne!(codex.sha256, claude.sha256);
         seen += 1;
     }
-    // Five subagents at 1.0.0, and the three research validators again at 2.0.0.
-    assert_eq!(seen, 8);
+    // Five subagents at 1.0.0, the three research validators again at 2.0.0, and the
+    // migration checker at 1.1.0.
+    assert_eq!(seen, 9);
     let skill = release
         .asset(
             AssetKind::Skill,
