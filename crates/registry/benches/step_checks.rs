@@ -85,7 +85,12 @@ fn bench_step(
     group.throughput(Throughput::Bytes(total as u64));
     group.sample_size(20);
     group.bench_function("sha256 of the outputs", |b| {
-        b.iter(|| texts.values().map(|t| Sha256Digest::of(t)).collect::<Vec<_>>())
+        b.iter(|| {
+            texts
+                .values()
+                .map(|t| Sha256Digest::of(t))
+                .collect::<Vec<_>>()
+        })
     });
     group.bench_function("the step's checks", |b| b.iter(run));
     for check in step.checks() {

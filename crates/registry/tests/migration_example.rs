@@ -38,11 +38,7 @@ struct Scratch {
 impl Scratch {
     fn create() -> Option<Scratch> {
         let admin = std::env::var("RIMTHAN_TEST_DATABASE_URL").ok()?;
-        let name = format!(
-            "rimthan_migration_{}_{}",
-            std::process::id(),
-            rand_suffix()
-        );
+        let name = format!("rimthan_migration_{}_{}", std::process::id(), rand_suffix());
         let (base, _) = admin.rsplit_once('/').expect("a URL with a database");
         let url = format!("{base}/{name}");
         let created = run_psql(&admin, &["-c", &format!("CREATE DATABASE {name}")]);
@@ -107,7 +103,10 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         run_psql(
             &self.admin,
-            &["-c", &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)],
+            &[
+                "-c",
+                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+            ],
         );
     }
 }
@@ -151,7 +150,10 @@ fn the_example_migration_runs_in_the_order_its_change_describes_and_round_trips(
     // The old release still inserts app orders, as 'web', until it is gone.
     db.sql("INSERT INTO public.orders (id, app_client_id) VALUES (1, 11), (2, 12)");
     let early = db.run("verify.sql", Some("after-up"));
-    assert!(text(&early.stdout).contains("C5 f 2 app orders"), "{early:?}");
+    assert!(
+        text(&early.stdout).contains("C5 f 2 app orders"),
+        "{early:?}"
+    );
     failed_with(&early, "check failed");
     // The second run, once the old release is gone, finishes the backfill.
     db.ok("up.sql", None);
