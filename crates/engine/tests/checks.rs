@@ -104,9 +104,12 @@ struct AtNote {
 
 /// A session at `write-note`, its plan accepted as `PLAN`.
 async fn at_write_note() -> AtNote {
-    let engine = Engine::new(releases(), sqlite_memory().await, None)
-        .await
-        .unwrap();
+    at_write_note_on(sqlite_memory().await).await
+}
+
+/// The same, on a given store.
+async fn at_write_note_on(store: Arc<dyn rimthan_engine::Store>) -> AtNote {
+    let engine = Engine::new(releases(), store, None).await.unwrap();
     let start = start();
     let setup = active(engine.start(start.clone(), None).await.unwrap());
     let drafting = pass_step(&engine, &setup, &start).await;
@@ -275,6 +278,33 @@ async fn a_failing_check_sends_the_step_to_revise_with_its_rule_and_line_whateve
     let logged = serde_json::to_string(&log).unwrap();
     assert!(!logged.contains("loads the primary"), "{logged}");
     assert!(!logged.contains(&finding.message), "{logged}");
+}
+
+#[tokio::test]
+async fn postgres_keeps_each_preparations_check_results_in_the_audit_log() {
+    let Some(store) = postgres().await else {
+        return;
+    };
+    let at = at_write_note_on(store).await;
+    let plan = at.plan(NOTE_NO_OWNER, SQL_OK).await;
+    assert_eq!(plan.checks[0].record.verdict, CheckVerdict::Fail);
+    let id: SessionId = at.payload.session_id.parse().unwrap();
+    let log = at.engine.store().audit_log(&id).await.unwrap();
+    let kept = &log.last().unwrap().checks;
+    let ids: Vec<(&str, CheckVerdict)> = kept.iter().map(|c| (c.id.as_str(), c.verdict)).collect();
+    assert_eq!(
+        ids,
+        [
+            ("note-names-risks", CheckVerdict::Fail),
+            ("migrate-lint", CheckVerdict::Pass)
+        ]
+    );
+    let place = &kept[0].findings[0];
+    assert_eq!((place.rule.as_str(), place.line), ("risk-owner", Some(5)));
+    assert_eq!(
+        kept[0].inputs["note/note.md"],
+        Sha256Digest::of(NOTE_NO_OWNER.as_bytes()).to_string()
+    );
 }
 
 #[tokio::test]
