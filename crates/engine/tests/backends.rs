@@ -296,8 +296,15 @@ pub(crate) async fn retention_deletes_only_what_is_old_enough(store: Arc<dyn Sto
         .await
         .unwrap();
     assert_eq!(step_active(read), open);
+    // What retention pruned left a signed anchor: the pruned chains and the one that went on
+    // after it still verify.
+    let verified = rimthan_engine::chain::verify_audit(&*store).await.unwrap();
+    assert!(verified.verified(), "{:?}", verified.breaks);
     pass_step(&engine, &open, &open_start).await;
     assert_eq!(store.audit_log(&open_id).await.unwrap().len(), 2);
+    let verified = rimthan_engine::chain::verify_audit(&*store).await.unwrap();
+    assert!(verified.verified(), "{:?}", verified.breaks);
+    assert_eq!(verified.entries, 2);
 }
 
 /// A change whose caller went away once it was queued (a client that hung up) still commits,

@@ -1,6 +1,7 @@
 //! Engine behaviour tests: one binary, one module per concern.
 
 mod artifact_fuzz;
+mod audit_chain;
 mod attestations;
 mod backends;
 mod blockers;
