@@ -403,6 +403,35 @@ pub fn session_statement(session: &Session, facts: &StatementFacts) -> Statement
     }
 }
 
+/// The statement of a completed session from its pinned release: the facts the release holds
+/// (manifest digest, the adapter's isolation, the steps) and the chain entry of its completion.
+/// None when the release no longer holds the session's workflow or adapter.
+pub fn statement_for(
+    release: &rimthan_registry::VerifiedRelease,
+    session: &Session,
+    completion: ChainLink,
+) -> Option<Statement> {
+    let workflow = release.workflow(&session.workflow, &session.workflow_version)?;
+    let binding = &session.host.adapter;
+    let adapter = release.asset(
+        rimthan_registry::AssetKind::HostAdapter,
+        &binding.id,
+        &binding.version,
+    )?;
+    let contract = adapter.base().adapter_contract.as_ref()?;
+    let facts = StatementFacts {
+        manifest_sha256: release.manifest_sha256().to_string(),
+        isolation: contract.validator_isolation.as_str().to_owned(),
+        steps: workflow
+            .steps()
+            .iter()
+            .map(|s| s.doc().id.to_string())
+            .collect(),
+        completion,
+    };
+    Some(session_statement(session, &facts))
+}
+
 /// Signs a statement into a DSSE envelope; the payload is the statement's canonical JSON, so
 /// the same statement and key give the same envelope.
 pub fn sign_statement(statement: &Statement, key: &ProvenanceKey) -> Envelope {

@@ -29,8 +29,7 @@ use crate::{
     offers::PolicyCache,
     payload::{ProvenanceFile, Rejected},
     provenance::{
-        KeysDocument, ProvenanceKey, STATEMENT_PATH, StatementFacts, session_statement,
-        sign_statement,
+        KeysDocument, ProvenanceKey, STATEMENT_PATH, sign_statement, statement_for,
     },
     releases::Releases,
     session::{LastChange, Principal, Session},
@@ -153,19 +152,12 @@ impl Engine {
             return Ok(None);
         };
         let release = self.pinned_release(session)?;
-        let pinned = crate::view::Pinned::resolve(&release, session, &self.policies)?;
-        let facts = StatementFacts {
-            manifest_sha256: release.manifest_sha256().to_string(),
-            isolation: pinned.contract.validator_isolation.as_str().to_owned(),
-            steps: pinned
-                .workflow
-                .steps()
-                .iter()
-                .map(|s| s.doc().id.to_string())
-                .collect(),
-            completion,
-        };
-        let statement = session_statement(session, &facts);
+        let statement = statement_for(&release, session, completion).ok_or_else(|| {
+            EngineError::SessionInconsistent {
+                session: session.id.to_string(),
+                what: "a workflow or host adapter".into(),
+            }
+        })?;
         Ok(Some(ProvenanceFile {
             path: STATEMENT_PATH.into(),
             content: sign_statement(&statement, &self.provenance).into(),
