@@ -254,7 +254,8 @@ pub fn verify_chain(head: &ChainHead, rows: &[StoredLink], keys: &PublicKeys) ->
                 BreakKind::Edited,
                 format!("the retention anchor names chain {:?}", anchor.chain),
             );
-        } else if let Err(why) = keys.verify(&anchor.key_id, &anchor.signed_bytes(), &anchor.signature)
+        } else if let Err(why) =
+            keys.verify(&anchor.key_id, &anchor.signed_bytes(), &anchor.signature)
         {
             broken(
                 None,
@@ -281,7 +282,12 @@ pub fn verify_chain(head: &ChainHead, rows: &[StoredLink], keys: &PublicKeys) ->
         }
     }
     let recorded = head.head.as_ref().map_or(0, |h| h.index);
-    let last = by_index.keys().next_back().copied().unwrap_or(0).max(recorded);
+    let last = by_index
+        .keys()
+        .next_back()
+        .copied()
+        .unwrap_or(0)
+        .max(recorded);
     if head.head.is_none() && !by_index.is_empty() {
         broken(
             None,

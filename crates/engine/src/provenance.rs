@@ -11,12 +11,7 @@ use ed25519_dalek::{Signer as _, Verifier as _};
 use rimthan_registry::{PublicKeyFile, Sha256Digest, SigningKeyFile, to_canonical_bytes};
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    audit::AuditCheck,
-    chain::ChainLink,
-    request::Verdict,
-    session::Session,
-};
+use crate::{audit::AuditCheck, chain::ChainLink, request::Verdict, session::Session};
 
 /// The DSSE payload type of an in-toto statement.
 pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";

@@ -30,8 +30,8 @@ use rimthan_registry::PublicKeyFile;
 use crate::{
     audit::{Operation, Outcome},
     chain::{ChainHead, ChainLink, StoredLink},
-    provenance::ProvenanceKey,
     codes::Code,
+    provenance::ProvenanceKey,
     session::{Session, SessionId},
 };
 

@@ -138,7 +138,11 @@ async fn each_way_of_tampering_is_named(store: Arc<dyn Store>, raw: Raw) {
     assert_eq!(kinds[edited.as_str()], [BreakKind::Edited], "{kinds:?}");
     assert_eq!(kinds[deleted.as_str()], [BreakKind::Deleted], "{kinds:?}");
     assert_eq!(kinds[inserted.as_str()], [BreakKind::Inserted], "{kinds:?}");
-    assert_eq!(kinds[reordered.as_str()], [BreakKind::Reordered], "{kinds:?}");
+    assert_eq!(
+        kinds[reordered.as_str()],
+        [BreakKind::Reordered],
+        "{kinds:?}"
+    );
     assert!(!kinds.contains_key(intact.as_str()), "{kinds:?}");
     let one = verify_session_chain(&*store, &intact.parse().unwrap())
         .await
@@ -174,7 +178,10 @@ async fn each_way_of_tampering_is_named(store: Arc<dyn Store>, raw: Raw) {
 async fn the_completing_answer_carries_a_verifiable_statement(store: Arc<dyn Store>) {
     let engine = engine_on(store.clone()).await;
     let done = completed(&engine).await;
-    let file = done.provenance.as_ref().expect("a completed session has provenance");
+    let file = done
+        .provenance
+        .as_ref()
+        .expect("a completed session has provenance");
     assert_eq!(file.path, ".rimthan/workflow-session.intoto.json");
     let bytes = serde_json::to_vec(&file.content).unwrap();
     let keys = PublicKeys::from_files(&engine.provenance_keys().await.unwrap().keys);
@@ -185,18 +192,28 @@ async fn the_completing_answer_carries_a_verifiable_statement(store: Arc<dyn Sto
         .unwrap()
         .unwrap();
     let subjects: Vec<_> = statement.subject.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(subjects, session.ledger.keys().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(
+        subjects,
+        session
+            .ledger
+            .keys()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+    );
     let chain = &statement.predicate["audit_chain"];
-    let completion = store
-        .completion_link(&session.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let completion = store.completion_link(&session.id).await.unwrap().unwrap();
     assert_eq!(chain["sha256"], completion.sha256.as_str());
-    assert_eq!(statement.predicate["workflow"]["id"], session.workflow.to_string());
+    assert_eq!(
+        statement.predicate["workflow"]["id"],
+        session.workflow.to_string()
+    );
     assert!(statement.predicate["host_attestation_sha256"].is_string());
     let steps = statement.predicate["steps"].as_array().unwrap();
-    assert!(steps.iter().any(|s| !s["validators"].as_array().unwrap().is_empty()));
+    assert!(
+        steps
+            .iter()
+            .any(|s| !s["validators"].as_array().unwrap().is_empty())
+    );
 
     // Asking again (a harness that lost the answer) gives the same statement.
     let again = step_active(
@@ -212,12 +229,16 @@ async fn the_completing_answer_carries_a_verifiable_statement(store: Arc<dyn Sto
     );
     assert_eq!(again.provenance, done.provenance);
 
-    let stranger = PublicKeys::from_files(&[rimthan_engine::provenance::ProvenanceKey::from_seed(
-        &[7; 32],
-    )
-    .unwrap()
-    .public_key_file()]);
-    assert_eq!(verify_envelope(&bytes, &stranger), Err(Failure::UnknownKeyId));
+    let stranger =
+        PublicKeys::from_files(&[
+            rimthan_engine::provenance::ProvenanceKey::from_seed(&[7; 32])
+                .unwrap()
+                .public_key_file(),
+        ]);
+    assert_eq!(
+        verify_envelope(&bytes, &stranger),
+        Err(Failure::UnknownKeyId)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

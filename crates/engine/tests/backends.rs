@@ -275,11 +275,17 @@ pub(crate) async fn retention_deletes_only_what_is_old_enough(store: Arc<dyn Sto
         open.session_id.parse().unwrap(),
     );
 
-    let nothing = store.prune("2000-01-01T00:00:00Z", engine.provenance_key()).await.unwrap();
+    let nothing = store
+        .prune("2000-01-01T00:00:00Z", engine.provenance_key())
+        .await
+        .unwrap();
     assert_eq!(nothing, Pruned::default());
     assert!(store.load_session(&done_id).await.unwrap().is_some());
 
-    let pruned = store.prune("9999-12-31T23:59:59Z", engine.provenance_key()).await.unwrap();
+    let pruned = store
+        .prune("9999-12-31T23:59:59Z", engine.provenance_key())
+        .await
+        .unwrap();
     assert_eq!(pruned.sessions, 1, "only the completed session goes");
     assert!(pruned.audit_entries >= 10, "{pruned:?}");
     assert!(store.load_session(&done_id).await.unwrap().is_none());

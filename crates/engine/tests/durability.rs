@@ -165,7 +165,9 @@ async fn sqlite_disk_full_loses_no_acknowledged_session() {
     assert_all_stored(&reopened, &acknowledged, "after a restart").await;
     // Commits that failed mid-append left no half of an entry: every chain verifies up to its
     // last committed entry.
-    let verified = rimthan_engine::chain::verify_audit(&reopened).await.unwrap();
+    let verified = rimthan_engine::chain::verify_audit(&reopened)
+        .await
+        .unwrap();
     assert!(verified.verified(), "{:?}", verified.breaks);
 }
 
@@ -235,6 +237,8 @@ async fn postgres_writer_connection_killed_loses_no_acknowledged_session() {
     assert_all_stored(&reopened, &acknowledged, "read by a new replica").await;
     // Connections killed mid-append left no half of an entry: every chain verifies up to its
     // last committed entry.
-    let verified = rimthan_engine::chain::verify_audit(&reopened).await.unwrap();
+    let verified = rimthan_engine::chain::verify_audit(&reopened)
+        .await
+        .unwrap();
     assert!(verified.verified(), "{:?}", verified.breaks);
 }

@@ -1,8 +1,8 @@
 //! Engine behaviour tests: one binary, one module per concern.
 
 mod artifact_fuzz;
-mod audit_chain;
 mod attestations;
+mod audit_chain;
 mod backends;
 mod blockers;
 mod checks;

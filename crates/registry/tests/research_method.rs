@@ -437,7 +437,10 @@ fn the_release_check_fails_every_breaking_of_the_findings_rules() {
         );
         covered += 1;
     }
-    assert!(covered >= 10, "only {covered} breakings of the findings rules");
+    assert!(
+        covered >= 10,
+        "only {covered} breakings of the findings rules"
+    );
 }
 
 #[test]

@@ -123,7 +123,8 @@ impl AuditVerifyArgs {
 }
 
 fn read_bounded(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
-    let meta = std::fs::metadata(path).map_err(|e| InputError(format!("{}: {e}", path.display())))?;
+    let meta =
+        std::fs::metadata(path).map_err(|e| InputError(format!("{}: {e}", path.display())))?;
     if meta.len() > MAX_ENVELOPE_BYTES {
         return Err(InputError(format!(
             "{}: {} bytes; at most {MAX_ENVELOPE_BYTES} are read",
@@ -144,8 +145,10 @@ impl ProvenanceCommand {
 
 impl ProvenanceVerifyArgs {
     fn run(self) -> anyhow::Result<()> {
-        let keys: KeysDocument = serde_json::from_slice(&read_bounded(&self.keys)?)
-            .map_err(|e| InputError(format!("{}: not a keys document: {e}", self.keys.display())))?;
+        let keys: KeysDocument =
+            serde_json::from_slice(&read_bounded(&self.keys)?).map_err(|e| {
+                InputError(format!("{}: not a keys document: {e}", self.keys.display()))
+            })?;
         let keys = PublicKeys::from_files(&keys.keys);
         if keys.is_empty() {
             return Err(InputError(format!("{}: holds no usable key", self.keys.display())).into());
@@ -155,7 +158,9 @@ impl ProvenanceVerifyArgs {
             if self.json {
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&json!({"verified": false, "failure": failure.code(), "detail": detail}))?
+                    serde_json::to_string_pretty(
+                        &json!({"verified": false, "failure": failure.code(), "detail": detail})
+                    )?
                 );
             } else {
                 println!("{}: {detail}", failure.code());

@@ -189,8 +189,8 @@ fn retain(
 
 /// Reads a provenance key file: the form `rimthan registry keygen` writes.
 fn read_provenance_key(path: &std::path::Path) -> anyhow::Result<ProvenanceKey> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| InputError(format!("{}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| InputError(format!("{}: {e}", path.display())))?;
     let file: rimthan_registry::SigningKeyFile = serde_json::from_str(&text)
         .map_err(|e| InputError(format!("{}: not a key file: {e}", path.display())))?;
     Ok(ProvenanceKey::from_file(&file)

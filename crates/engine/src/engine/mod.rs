@@ -28,9 +28,7 @@ use crate::{
     error::EngineError,
     offers::PolicyCache,
     payload::{ProvenanceFile, Rejected},
-    provenance::{
-        KeysDocument, ProvenanceKey, STATEMENT_PATH, sign_statement, statement_for,
-    },
+    provenance::{KeysDocument, ProvenanceKey, STATEMENT_PATH, sign_statement, statement_for},
     releases::Releases,
     session::{LastChange, Principal, Session},
     store::Store,
@@ -110,7 +108,9 @@ impl Engine {
                 field: "provenance key".into(),
                 message: "the stored provenance seed is not 32 bytes".into(),
             })?;
-        store.add_provenance_key(&provenance.public_key_file()).await?;
+        store
+            .add_provenance_key(&provenance.public_key_file())
+            .await?;
         Ok(Self {
             releases,
             store,
@@ -124,7 +124,9 @@ impl Engine {
     /// Its public key joins the published ones; keys used before stay published, so what
     /// they signed still verifies (rotation).
     pub async fn with_provenance_key(mut self, key: ProvenanceKey) -> Result<Self, EngineError> {
-        self.store.add_provenance_key(&key.public_key_file()).await?;
+        self.store
+            .add_provenance_key(&key.public_key_file())
+            .await?;
         self.provenance = key;
         Ok(self)
     }
@@ -144,7 +146,10 @@ impl Engine {
     /// The signed provenance statement of a completed session, as the file a harness keeps;
     /// none for a session that is not completed. The same session gives the same file (the
     /// statement is canonical JSON and ed25519 deterministic).
-    pub async fn provenance(&self, session: &Session) -> Result<Option<ProvenanceFile>, EngineError> {
+    pub async fn provenance(
+        &self,
+        session: &Session,
+    ) -> Result<Option<ProvenanceFile>, EngineError> {
         if session.status != crate::session::Status::Completed {
             return Ok(None);
         }

@@ -2,7 +2,9 @@
 //! both backends: only the SQL's placeholders differ ([`ChainStatements`]).
 
 use rimthan_registry::PublicKeyFile;
-use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, FromRow, IntoArguments, Pool, Row, Type};
+use sqlx::{
+    ColumnIndex, Database, Decode, Encode, Executor, FromRow, IntoArguments, Pool, Row, Type,
+};
 
 use super::{StoreError, StoreErrorKind, audit_log::AuditRow};
 use crate::{

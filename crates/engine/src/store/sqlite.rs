@@ -15,8 +15,8 @@ use sqlx::{
 use super::{
     AuditEntry, Pruned, SessionQuery, SessionSummary, StatsQuery, Store, StoreError,
     StoreErrorKind, WorkflowCount, WorkflowStats, audit_log,
-    chains::{self, ChainStatements},
     cache::{SESSION_CACHE_CAPACITY, SessionCache},
+    chains::{self, ChainStatements},
     commit::{Apply, Committer, SessionRow, Write},
     decode_session, listing,
     stats::{self, StatsStatements},

@@ -4,8 +4,7 @@
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use rimthan_engine::{
     AuditEntry, Session, SessionSummary, StatsQuery, Status, WorkflowCount, WorkflowStats,
-    chain::AuditVerification,
-    store::position,
+    chain::AuditVerification, store::position,
 };
 
 use super::{

@@ -184,7 +184,12 @@ pub fn example_of_artifact(release: &VerifiedRelease, workflow: &str, artifact: 
     let step = pinned
         .steps()
         .iter()
-        .find(|s| s.doc().outputs.iter().any(|o| o.artifact_id.as_str() == artifact))
+        .find(|s| {
+            s.doc()
+                .outputs
+                .iter()
+                .any(|o| o.artifact_id.as_str() == artifact)
+        })
         .expect("a step writes the artifact");
     example(release, workflow, step.doc().id.as_str(), artifact)
 }
