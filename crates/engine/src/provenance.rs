@@ -567,3 +567,81 @@ pub fn check_subjects(statement: &Statement, project: &Path) -> Vec<SubjectFailu
     }
     failures
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn statement() -> Statement {
+        Statement {
+            statement_type: STATEMENT_TYPE.into(),
+            subject: vec![Subject {
+                name: "research/question.md".into(),
+                digest: BTreeMap::from([("sha256".into(), "ab".repeat(32))]),
+            }],
+            predicate_type: PREDICATE_TYPE.into(),
+            predicate: serde_json::json!({"session": "s"}),
+        }
+    }
+
+    #[test]
+    fn pae_is_the_dsse_v1_encoding() {
+        assert_eq!(
+            pae("http://example.com/HelloWorld", b"hello world"),
+            b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
+        );
+    }
+
+    #[test]
+    fn each_way_an_envelope_is_wrong_has_its_own_failure() {
+        let ours = ProvenanceKey::from_seed(&[1; 32]).unwrap();
+        let other = ProvenanceKey::from_seed(&[2; 32]).unwrap();
+        let keys = PublicKeys::from_files(&[ours.public_key_file()]);
+        let envelope = sign_statement(&statement(), &ours);
+        let bytes = |e: &Envelope| serde_json::to_vec(e).unwrap();
+        assert_eq!(verify_envelope(&bytes(&envelope), &keys), Ok(statement()));
+
+        // Re-signed by another key that claims the published id.
+        let mut claimed = sign_statement(&statement(), &other);
+        claimed.signatures[0].keyid = ours.key_id();
+        assert_eq!(
+            verify_envelope(&bytes(&claimed), &keys),
+            Err(Failure::SignatureInvalid)
+        );
+        // Re-signed by a key nobody published.
+        let unknown = sign_statement(&statement(), &other);
+        assert_eq!(
+            verify_envelope(&bytes(&unknown), &keys),
+            Err(Failure::UnknownKeyId)
+        );
+        // Another payload type, even correctly signed for it.
+        let mut typed = envelope.clone();
+        typed.payload_type = "application/json".into();
+        assert_eq!(
+            verify_envelope(&bytes(&typed), &keys),
+            Err(Failure::WrongPayloadType)
+        );
+        assert_eq!(
+            verify_envelope(b"{\"payload\": 1}", &keys),
+            Err(Failure::MalformedEnvelope)
+        );
+        // A good signature beside a forged one does not carry it.
+        let mut both = envelope.clone();
+        both.signatures.push(claimed.signatures[0].clone());
+        assert_eq!(
+            verify_envelope(&bytes(&both), &keys),
+            Err(Failure::SignatureInvalid)
+        );
+    }
+
+    #[test]
+    fn a_key_file_whose_id_is_not_its_key_verifies_nothing() {
+        let ours = ProvenanceKey::from_seed(&[1; 32]).unwrap();
+        let mut file = ours.public_key_file();
+        file.key_id = ProvenanceKey::from_seed(&[2; 32])
+            .unwrap()
+            .public_key_file()
+            .key_id;
+        assert!(PublicKeys::from_files(&[file]).is_empty());
+    }
+}

@@ -267,3 +267,28 @@ async fn postgres_completing_answer_carries_a_verifiable_statement() {
     };
     the_completing_answer_carries_a_verifiable_statement(store).await;
 }
+
+/// A key given by file replaces the stored one for new statements; the stored one stays
+/// published, so what it signed still verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_key_stays_published_and_keeps_verifying_what_it_signed() {
+    let store = sqlite_memory().await;
+    let first = engine_on(store.clone()).await;
+    let before = completed(&first).await.provenance.unwrap();
+    let rotated = rimthan_engine::provenance::ProvenanceKey::from_seed(&[9; 32]).unwrap();
+    let second = Engine::new(releases(), store.clone(), None)
+        .await
+        .unwrap()
+        .with_provenance_key(rotated.clone())
+        .await
+        .unwrap();
+    let after = completed(&second).await.provenance.unwrap();
+    let published = second.provenance_keys().await.unwrap().keys;
+    assert_eq!(published.len(), 2);
+    let keys = PublicKeys::from_files(&published);
+    for file in [&before, &after] {
+        verify_envelope(&serde_json::to_vec(&file.content).unwrap(), &keys).unwrap();
+    }
+    assert_eq!(after.content.signatures[0].keyid, rotated.key_id());
+    assert_ne!(before.content.signatures[0].keyid, rotated.key_id());
+}
