@@ -181,3 +181,51 @@ fn a_staged_session_leaves_a_statement_the_published_keys_verify_and_each_forger
         "{shown}"
     );
 }
+
+/// The long flags `rimthan <args> --help` lists.
+fn help_flags(args: &[&str]) -> std::collections::BTreeSet<String> {
+    let mut args = args.to_vec();
+    args.push("--help");
+    let help = String::from_utf8(rimthan(&args).stdout).unwrap();
+    help.lines()
+        .filter_map(|l| l.trim_start().strip_prefix("--"))
+        .map(|r| r.split([' ', '=', '<']).next().unwrap().to_owned())
+        .filter(|f| f != "help")
+        .collect()
+}
+
+#[test]
+fn the_readme_evidence_commands_use_only_flags_clap_knows() {
+    let readme = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"),
+    )
+    .unwrap();
+    let block = readme
+        .split("## Evidence that outlives the server")
+        .nth(1)
+        .and_then(|s| s.split("```sh\n").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("a command block under ## Evidence that outlives the server");
+    let mut named = std::collections::BTreeSet::new();
+    for line in block.lines() {
+        let words: Vec<&str> = line.split('#').next().unwrap().split_whitespace().collect();
+        let ["rimthan", command, sub, rest @ ..] = words.as_slice() else {
+            continue;
+        };
+        named.insert(format!("{command} {sub}"));
+        let known = help_flags(&[command, sub]);
+        for flag in rest
+            .iter()
+            .filter_map(|w| w.trim_start_matches('[').strip_prefix("--"))
+        {
+            let flag = flag.trim_end_matches(']');
+            assert!(known.contains(flag), "README: {command} {sub} has no --{flag}");
+        }
+    }
+    assert_eq!(
+        named,
+        ["audit verify", "provenance verify"]
+            .map(String::from)
+            .into()
+    );
+}
