@@ -141,10 +141,9 @@ const STATEMENTS: Statements = Statements {
         prev_sha256, entry_sha256) \
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
         $18, $19, $20, $21)",
-    chain_open: "INSERT INTO audit_chains (chain, length, head) VALUES ($1, 0, $2) \
-        ON CONFLICT (chain) DO NOTHING",
     // Locks this chain's row only: appends to other sessions go on beside it.
-    chain_head: "SELECT length, head FROM audit_chains WHERE chain = $1 FOR UPDATE",
+    chain_open: "INSERT INTO audit_chains (chain, length, head) VALUES ($1, 0, $2) \
+        ON CONFLICT (chain) DO UPDATE SET chain = excluded.chain RETURNING length, head",
     chain_advance: "UPDATE audit_chains SET length = $1, head = $2 WHERE chain = $3",
     // 64 KiB that do not compress, so they need fresh pages as a change does: a full disk
     // refuses them as it refuses a new session.

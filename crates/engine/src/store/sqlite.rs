@@ -247,11 +247,10 @@ const STATEMENTS: Statements = Statements {
         workflow_version, step, step_index, failed, seconds, checks, chain, chain_index, \
         prev_sha256, entry_sha256) \
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    chain_open: "INSERT INTO audit_chains (chain, length, head) VALUES (?, 0, ?) \
-        ON CONFLICT (chain) DO NOTHING",
     // SQLite has one writer at a time: the transaction that reads the head is the only one
     // that can write it.
-    chain_head: "SELECT length, head FROM audit_chains WHERE chain = ?",
+    chain_open: "INSERT INTO audit_chains (chain, length, head) VALUES (?, 0, ?) \
+        ON CONFLICT (chain) DO UPDATE SET chain = excluded.chain RETURNING length, head",
     chain_advance: "UPDATE audit_chains SET length = ?, head = ? WHERE chain = ?",
     // Fresh pages, as a change's: a full disk refuses this as it refuses a new session.
     probe: "INSERT INTO writer_probe (id, room) VALUES (1, zeroblob(65536)) \

@@ -26,11 +26,10 @@ pub(crate) struct Statements {
     /// An audit entry (21 values, in [`AuditEntry`]'s order, its workflow and judgement
     /// spread over columns, then its chain, index, previous and own digest).
     pub(crate) insert_audit: &'static str,
-    /// Creates a chain's head row if there is none (2 values: the chain, [`GENESIS`]).
+    /// Creates a chain's head row if there is none and returns its length and head, locking the
+    /// row until the transaction ends (2 values: the chain, [`GENESIS`]). One statement: an
+    /// upsert that rewrites nothing but takes the row's lock, as `SELECT … FOR UPDATE` would.
     pub(crate) chain_open: &'static str,
-    /// Reads a chain's length and head, locking the row until the transaction ends where the
-    /// backend can (1 value: the chain).
-    pub(crate) chain_head: &'static str,
     /// Records a chain's new length and head (3 values: length, head, chain).
     pub(crate) chain_advance: &'static str,
     /// The readiness probe's write, which needs room as a change does (no values).
@@ -67,13 +66,9 @@ where
         })
         .collect();
     for (chain, head) in chains.iter_mut() {
-        sqlx::query::<DB>(sql.chain_open)
+        let row = sqlx::query::<DB>(sql.chain_open)
             .bind(chain.as_str())
             .bind(GENESIS)
-            .execute(&mut *conn)
-            .await?;
-        let row = sqlx::query::<DB>(sql.chain_head)
-            .bind(chain.as_str())
             .fetch_one(&mut *conn)
             .await?;
         let length: i64 = row.try_get(0)?;
