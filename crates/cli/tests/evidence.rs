@@ -196,10 +196,9 @@ fn help_flags(args: &[&str]) -> std::collections::BTreeSet<String> {
 
 #[test]
 fn the_readme_evidence_commands_use_only_flags_clap_knows() {
-    let readme = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"),
-    )
-    .unwrap();
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap();
     let block = readme
         .split("## Evidence that outlives the server")
         .nth(1)
@@ -219,7 +218,10 @@ fn the_readme_evidence_commands_use_only_flags_clap_knows() {
             .filter_map(|w| w.trim_start_matches('[').strip_prefix("--"))
         {
             let flag = flag.trim_end_matches(']');
-            assert!(known.contains(flag), "README: {command} {sub} has no --{flag}");
+            assert!(
+                known.contains(flag),
+                "README: {command} {sub} has no --{flag}"
+            );
         }
     }
     assert_eq!(
