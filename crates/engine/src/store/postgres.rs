@@ -141,10 +141,8 @@ const STATEMENTS: Statements = Statements {
         prev_sha256, entry_sha256) \
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
         $18, $19, $20, $21)",
-    // Locks this chain's row only: appends to other sessions go on beside it.
-    chain_open: "INSERT INTO audit_chains (chain, length, head) VALUES ($1, 0, $2) \
-        ON CONFLICT (chain) DO UPDATE SET chain = excluded.chain RETURNING length, head",
-    chain_advance: "UPDATE audit_chains SET length = $1, head = $2 WHERE chain = $3",
+    chains_open,
+    chains_advance,
     // 64 KiB that do not compress, so they need fresh pages as a change does: a full disk
     // refuses them as it refuses a new session.
     probe: "INSERT INTO writer_probe (id, room) \
@@ -167,6 +165,31 @@ const CHAINS: ChainStatements = ChainStatements {
     add_key: "INSERT INTO provenance_keys (key_id, public_key, added_at) VALUES ($1, $2, $3) \
         ON CONFLICT (key_id) DO NOTHING",
 };
+
+/// Opens, locks and reads `n` chains' heads: only these chains' rows are locked, so appends to
+/// other sessions go on beside them; rows are taken in the order given (sorted).
+fn chains_open(n: usize) -> String {
+    let rows: Vec<String> = (0..n)
+        .map(|i| format!("(${}, 0, ${})", 2 * i + 1, 2 * i + 2))
+        .collect();
+    format!(
+        "INSERT INTO audit_chains (chain, length, head) VALUES {} \
+         ON CONFLICT (chain) DO UPDATE SET chain = excluded.chain RETURNING chain, length, head",
+        rows.join(", ")
+    )
+}
+
+/// Records `n` chains' heads.
+fn chains_advance(n: usize) -> String {
+    let rows: Vec<String> = (0..n)
+        .map(|i| format!("(${}, ${}::bigint, ${})", 3 * i + 1, 3 * i + 2, 3 * i + 3))
+        .collect();
+    format!(
+        "UPDATE audit_chains SET length = v.length, head = v.head FROM (VALUES {}) \
+         AS v(chain, length, head) WHERE audit_chains.chain = v.chain",
+        rows.join(", ")
+    )
+}
 
 /// PostgreSQL's spelling of the retention statements.
 const PRUNE_STATEMENTS: PruneStatements = PruneStatements {

@@ -247,11 +247,8 @@ const STATEMENTS: Statements = Statements {
         workflow_version, step, step_index, failed, seconds, checks, chain, chain_index, \
         prev_sha256, entry_sha256) \
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    // SQLite has one writer at a time: the transaction that reads the head is the only one
-    // that can write it.
-    chain_open: "INSERT INTO audit_chains (chain, length, head) VALUES (?, 0, ?) \
-        ON CONFLICT (chain) DO UPDATE SET chain = excluded.chain RETURNING length, head",
-    chain_advance: "UPDATE audit_chains SET length = ?, head = ? WHERE chain = ?",
+    chains_open,
+    chains_advance,
     // Fresh pages, as a change's: a full disk refuses this as it refuses a new session.
     probe: "INSERT INTO writer_probe (id, room) VALUES (1, zeroblob(65536)) \
         ON CONFLICT (id) DO UPDATE SET room = excluded.room",
@@ -272,6 +269,25 @@ const CHAINS: ChainStatements = ChainStatements {
     add_key: "INSERT INTO provenance_keys (key_id, public_key, added_at) VALUES (?, ?, ?) \
         ON CONFLICT (key_id) DO NOTHING",
 };
+
+/// Opens, locks and reads `n` chains' heads (SQLite has one writer at a time: the transaction
+/// that reads a head is the only one that can write it).
+fn chains_open(n: usize) -> String {
+    let rows = vec!["(?, 0, ?)"; n].join(", ");
+    format!(
+        "INSERT INTO audit_chains (chain, length, head) VALUES {rows} \
+         ON CONFLICT (chain) DO UPDATE SET chain = excluded.chain RETURNING chain, length, head"
+    )
+}
+
+/// Records `n` chains' heads (SQLite names a `VALUES` table's columns `column1`…).
+fn chains_advance(n: usize) -> String {
+    let rows = vec!["(?, ?, ?)"; n].join(", ");
+    format!(
+        "UPDATE audit_chains SET length = v.column2, head = v.column3 \
+         FROM (VALUES {rows}) AS v WHERE audit_chains.chain = v.column1"
+    )
+}
 
 /// SQLite's spelling of the retention statements.
 const PRUNE_STATEMENTS: PruneStatements = PruneStatements {

@@ -26,12 +26,14 @@ pub(crate) struct Statements {
     /// An audit entry (21 values, in [`AuditEntry`]'s order, its workflow and judgement
     /// spread over columns, then its chain, index, previous and own digest).
     pub(crate) insert_audit: &'static str,
-    /// Creates a chain's head row if there is none and returns its length and head, locking the
-    /// row until the transaction ends (2 values: the chain, [`GENESIS`]). One statement: an
-    /// upsert that rewrites nothing but takes the row's lock, as `SELECT … FOR UPDATE` would.
-    pub(crate) chain_open: &'static str,
-    /// Records a chain's new length and head (3 values: length, head, chain).
-    pub(crate) chain_advance: &'static str,
+    /// Creates the head rows of `n` chains where there are none and returns each chain's length
+    /// and head, locking the rows until the transaction ends, in the order given (2·n values:
+    /// each chain and [`GENESIS`]). One statement for the whole batch: an upsert that rewrites
+    /// nothing but takes each row's lock, as `SELECT … FOR UPDATE` would.
+    pub(crate) chains_open: fn(usize) -> String,
+    /// Records `n` chains' new lengths and heads in one statement (3·n values: each chain, its
+    /// length, its head).
+    pub(crate) chains_advance: fn(usize) -> String,
     /// The readiness probe's write, which needs room as a change does (no values).
     pub(crate) probe: &'static str,
 }
@@ -65,15 +67,20 @@ where
             Write::Probe => None,
         })
         .collect();
-    for (chain, head) in chains.iter_mut() {
-        let row = sqlx::query::<DB>(sql.chain_open)
-            .bind(chain.as_str())
-            .bind(GENESIS)
-            .fetch_one(&mut *conn)
-            .await?;
-        let length: i64 = row.try_get(0)?;
-        let digest: String = row.try_get(1)?;
-        *head = (length, digest, false);
+    if !chains.is_empty() {
+        let open = (sql.chains_open)(chains.len());
+        let mut query = sqlx::query::<DB>(&open);
+        for chain in chains.keys() {
+            query = query.bind(chain.as_str()).bind(GENESIS);
+        }
+        for row in query.fetch_all(&mut *conn).await? {
+            let chain: String = row.try_get(0)?;
+            let length: i64 = row.try_get(1)?;
+            let digest: String = row.try_get(2)?;
+            if let Some(head) = chains.get_mut(&chain) {
+                *head = (length, digest, false);
+            }
+        }
     }
     let mut took = Vec::with_capacity(writes.len());
     for write in writes {
@@ -116,15 +123,14 @@ where
             }
         });
     }
-    for (chain, (length, head, moved)) in &chains {
-        if *moved {
-            sqlx::query::<DB>(sql.chain_advance)
-                .bind(*length)
-                .bind(head.as_str())
-                .bind(chain.as_str())
-                .execute(&mut *conn)
-                .await?;
+    let moved: Vec<_> = chains.iter().filter(|(_, head)| head.2).collect();
+    if !moved.is_empty() {
+        let advance = (sql.chains_advance)(moved.len());
+        let mut query = sqlx::query::<DB>(&advance);
+        for (chain, (length, head, _)) in moved {
+            query = query.bind(chain.as_str()).bind(*length).bind(head.as_str());
         }
+        query.execute(&mut *conn).await?;
     }
     Ok(took)
 }
