@@ -694,6 +694,44 @@ def assert_completed_session(run: SessionRun, project: Path, wf: WorkflowCase) -
     assert saved["status"] == "completed" and saved["checkpoint"] == final["checkpoint"]
 
 
+def save_statement(project: Path, payload: dict[str, Any]) -> Path:
+    """Writes the completed session's provenance statement where the skills say: unchanged,
+    beside the session file."""
+    provenance = payload["provenance"]
+    assert provenance["path"] == ".rimthan/workflow-session.intoto.json"
+    write_project_file(project, provenance["path"], json.dumps(provenance["content"], indent=2).encode())
+    return project / provenance["path"]
+
+
+def third_party_verify(envelope: dict[str, Any], keys: dict[str, Any], project: Path) -> dict[str, Any]:
+    """Verifies a statement with code rimthan did not write: securesystemslib's DSSE envelope and
+    ed25519 key checks the signature over the PAE, then every in-toto subject is re-hashed in the
+    project. Raises on any failure; returns the statement."""
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.signer import SSlibKey
+
+    trusted = [
+        SSlibKey(k["key_id"], "ed25519", "ed25519", {"public": k["public_key"]}) for k in keys["keys"]
+    ]
+    parsed = Envelope.from_dict(json.loads(json.dumps(envelope)))
+    assert parsed.payload_type == "application/vnd.in-toto+json"
+    parsed.verify(trusted, 1)  # raises VerificationError unless a trusted key signed it
+    statement = json.loads(parsed.payload)
+    assert statement["_type"] == "https://in-toto.io/Statement/v1"
+    for subject in statement["subject"]:
+        actual = sha256_hex((project / subject["name"]).read_bytes())
+        if actual != subject["digest"]["sha256"]:
+            raise ValueError(f"subject {subject['name']} changed: sha256 {actual}")
+    return statement
+
+
+def provenance_keys(server: HttpServer) -> dict[str, Any]:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    url = f"http://127.0.0.1:{server.port}/.well-known/rimthan/provenance-keys.json"
+    with opener.open(url, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
 # --------------------------------------------------------------------------------------------
 # Tests
 # --------------------------------------------------------------------------------------------
@@ -709,6 +747,41 @@ async def test_http_whole_session(server: HttpServer, project: Path, workflow: W
             assert client.protocol_version == expected
             run = await run_session(client, project, workflow)
     assert_completed_session(run, project, workflow)
+    # The completing answer carries a signed statement that a DSSE library written by others
+    # accepts, as does rimthan's own verifier; both refuse it once one output byte changes.
+    statement_file = save_statement(project, run.final)
+    keys = provenance_keys(server)
+    keys_file = project.parent / "provenance-keys.json"
+    keys_file.write_text(json.dumps(keys))
+    envelope = json.loads(statement_file.read_bytes())
+    statement = third_party_verify(envelope, keys, project)
+    assert statement["predicate"]["workflow"]["id"] == workflow.id
+    assert statement["predicate"]["session"] == run.final["session_id"]
+    assert sorted(s["name"] for s in statement["subject"]) == sorted(workflow.outputs)
+
+    def ours() -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [_require_binary(), "provenance", "verify", str(statement_file), "--keys", str(keys_file),
+             "--project", str(project)],
+            stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+        )
+
+    assert ours().returncode == 0, ours().stdout
+    changed = project / statement["subject"][0]["name"]
+    data = bytearray(changed.read_bytes())
+    data[0] ^= 1
+    changed.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="changed"):
+        third_party_verify(envelope, keys, project)
+    refused = ours()
+    assert refused.returncode == 1 and refused.stdout.startswith(b"subject_changed"), refused.stdout
+    # A statement whose payload was altered fails the third-party signature check.
+    from securesystemslib.exceptions import VerificationError
+
+    forged = dict(envelope, payload=base64.b64encode(base64.b64decode(envelope["payload"]).replace(
+        b'"verdict":"pass"', b'"verdict":"fail"')).decode())
+    with pytest.raises(VerificationError):
+        third_party_verify(forged, keys, project)
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

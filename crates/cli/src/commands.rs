@@ -1,5 +1,6 @@
 //! Subcommands: one module each, with its arguments and a `run`.
 
+mod evidence;
 mod registry;
 mod serve;
 mod sessions;
@@ -28,6 +29,12 @@ enum Command {
     /// List and show the sessions a server's store holds (read-only).
     #[command(subcommand)]
     Sessions(sessions::SessionsCommand),
+    /// Verify the audit log's hash chains in a server's store (read-only).
+    #[command(subcommand)]
+    Audit(evidence::AuditCommand),
+    /// Verify a session's signed provenance statement offline.
+    #[command(subcommand)]
+    Provenance(evidence::ProvenanceCommand),
 }
 
 impl Cli {
@@ -37,6 +44,8 @@ impl Cli {
             Command::Stage(args) => args.run(),
             Command::Registry(cmd) => cmd.run(),
             Command::Sessions(cmd) => cmd.run(),
+            Command::Audit(cmd) => cmd.run(),
+            Command::Provenance(cmd) => cmd.run(),
         }
     }
 }
@@ -48,6 +57,7 @@ pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
         Some(_) => 3,
         None if err.downcast_ref::<InputError>().is_some() => 1,
         None if err.downcast_ref::<registry::ChecksFailed>().is_some() => 1,
+        None if err.downcast_ref::<evidence::NotVerified>().is_some() => 1,
         // The server refused the harness: the run's input (or the server's verdict) is at fault.
         None => match err.downcast_ref::<rimthan_stage::StageError>() {
             Some(rimthan_stage::StageError::Registry(e)) if !e.is_input_error() => 3,

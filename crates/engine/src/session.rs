@@ -255,6 +255,10 @@ pub struct Session {
     /// readable after it passes. Absent in sessions stored before it was recorded.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub report_rounds: BTreeMap<StepId, Vec<ReportRound>>,
+    /// sha256 of the canonical host attestation the setup step accepted, for the provenance
+    /// statement; absent in sessions stored before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_attestation_sha256: Option<Sha256Digest>,
     /// The request that made the latest change, for answering its identical retry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_change: Option<LastChange>,

@@ -4,6 +4,7 @@
 
 mod audit_log;
 mod cache;
+mod chains;
 mod commit;
 mod listing;
 mod postgres;
@@ -24,9 +25,13 @@ pub use stats::{
 };
 
 pub use crate::audit::AuditEntry;
+use rimthan_registry::PublicKeyFile;
+
 use crate::{
     audit::{Operation, Outcome},
+    chain::{ChainHead, ChainLink, StoredLink},
     codes::Code,
+    provenance::ProvenanceKey,
     session::{Session, SessionId},
 };
 
@@ -132,8 +137,28 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn append_audit(&self, audit: &AuditEntry) -> Result<(), StoreError>;
 
     /// Applies retention: deletes audit entries recorded before `before` (RFC 3339, UTC) and
-    /// completed sessions last changed before it, in bounded batches (`docs/engine.md` §7.3).
-    async fn prune(&self, before: &str) -> Result<Pruned, StoreError>;
+    /// completed sessions last changed before it, in bounded batches (`docs/engine.md` §7.3),
+    /// leaving for each chain it pruned an anchor signed with `key` (§7.6).
+    async fn prune(&self, before: &str, key: &ProvenanceKey) -> Result<Pruned, StoreError>;
+
+    /// The audit chains with their head rows and retention anchors: every chain, or the one
+    /// named (`docs/engine.md` §7.6).
+    async fn audit_chains(&self, chain: Option<&str>) -> Result<Vec<ChainHead>, StoreError>;
+
+    /// A chain's entries as stored, in id order.
+    async fn chain_entries(&self, chain: &str) -> Result<Vec<StoredLink>, StoreError>;
+
+    /// Entries written since chaining began that name no chain.
+    async fn unchained_audit(&self) -> Result<Vec<StoredLink>, StoreError>;
+
+    /// The index and digest of the entry that completed a session, if it completed.
+    async fn completion_link(&self, session: &SessionId) -> Result<Option<ChainLink>, StoreError>;
+
+    /// Every provenance public key recorded, oldest first.
+    async fn provenance_keys(&self) -> Result<Vec<PublicKeyFile>, StoreError>;
+
+    /// Records a provenance public key, once; a read-only store records nothing.
+    async fn add_provenance_key(&self, key: &PublicKeyFile) -> Result<(), StoreError>;
 
     /// Sessions matching `query`, most recently changed first, read from indexed columns
     /// (`docs/engine.md` §7.4).

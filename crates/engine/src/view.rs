@@ -310,6 +310,7 @@ impl<'r> Pinned<'r> {
             host_assets,
             session_file: self.session_file(session, &checkpoint, server),
             findings: session.findings.clone(),
+            provenance: None,
         }
     }
 }

@@ -275,11 +275,17 @@ pub(crate) async fn retention_deletes_only_what_is_old_enough(store: Arc<dyn Sto
         open.session_id.parse().unwrap(),
     );
 
-    let nothing = store.prune("2000-01-01T00:00:00Z").await.unwrap();
+    let nothing = store
+        .prune("2000-01-01T00:00:00Z", engine.provenance_key())
+        .await
+        .unwrap();
     assert_eq!(nothing, Pruned::default());
     assert!(store.load_session(&done_id).await.unwrap().is_some());
 
-    let pruned = store.prune("9999-12-31T23:59:59Z").await.unwrap();
+    let pruned = store
+        .prune("9999-12-31T23:59:59Z", engine.provenance_key())
+        .await
+        .unwrap();
     assert_eq!(pruned.sessions, 1, "only the completed session goes");
     assert!(pruned.audit_entries >= 10, "{pruned:?}");
     assert!(store.load_session(&done_id).await.unwrap().is_none());
@@ -296,8 +302,15 @@ pub(crate) async fn retention_deletes_only_what_is_old_enough(store: Arc<dyn Sto
         .await
         .unwrap();
     assert_eq!(step_active(read), open);
+    // What retention pruned left a signed anchor: the pruned chains and the one that went on
+    // after it still verify.
+    let verified = rimthan_engine::chain::verify_audit(&*store).await.unwrap();
+    assert!(verified.verified(), "{:?}", verified.breaks);
     pass_step(&engine, &open, &open_start).await;
     assert_eq!(store.audit_log(&open_id).await.unwrap().len(), 2);
+    let verified = rimthan_engine::chain::verify_audit(&*store).await.unwrap();
+    assert!(verified.verified(), "{:?}", verified.breaks);
+    assert_eq!(verified.entries, 2);
 }
 
 /// A change whose caller went away once it was queued (a client that hung up) still commits,

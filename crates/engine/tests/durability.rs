@@ -163,6 +163,12 @@ async fn sqlite_disk_full_loses_no_acknowledged_session() {
         }
     };
     assert_all_stored(&reopened, &acknowledged, "after a restart").await;
+    // Commits that failed mid-append left no half of an entry: every chain verifies up to its
+    // last committed entry.
+    let verified = rimthan_engine::chain::verify_audit(&reopened)
+        .await
+        .unwrap();
+    assert!(verified.verified(), "{:?}", verified.breaks);
 }
 
 /// The PostgreSQL writer's connection dies mid-batch (the server terminates it): the writes
@@ -229,4 +235,10 @@ async fn postgres_writer_connection_killed_loses_no_acknowledged_session() {
         .await
         .unwrap();
     assert_all_stored(&reopened, &acknowledged, "read by a new replica").await;
+    // Connections killed mid-append left no half of an entry: every chain verifies up to its
+    // last committed entry.
+    let verified = rimthan_engine::chain::verify_audit(&reopened)
+        .await
+        .unwrap();
+    assert!(verified.verified(), "{:?}", verified.breaks);
 }

@@ -10,8 +10,12 @@ use async_trait::async_trait;
 use rimthan_engine::{ActiveStepRequest, Verdict};
 use rimthan_engine::{
     AuditEntry, Pruned, Session, SessionId, SessionQuery, SessionSummary, StatsQuery, Store,
-    StoreError, WorkflowCount, WorkflowStats, store::StoreErrorKind,
+    StoreError, WorkflowCount, WorkflowStats,
+    chain::{ChainHead, ChainLink, StoredLink},
+    provenance::ProvenanceKey,
+    store::StoreErrorKind,
 };
+use rimthan_registry::PublicKeyFile;
 
 use crate::common::*;
 
@@ -74,9 +78,28 @@ impl Store for FailingStore {
         self.check("append_audit")?;
         self.inner.append_audit(audit).await
     }
-    async fn prune(&self, before: &str) -> Result<Pruned, StoreError> {
+    async fn prune(&self, before: &str, key: &ProvenanceKey) -> Result<Pruned, StoreError> {
         self.check("prune")?;
-        self.inner.prune(before).await
+        self.inner.prune(before, key).await
+    }
+    async fn audit_chains(&self, chain: Option<&str>) -> Result<Vec<ChainHead>, StoreError> {
+        self.inner.audit_chains(chain).await
+    }
+    async fn chain_entries(&self, chain: &str) -> Result<Vec<StoredLink>, StoreError> {
+        self.inner.chain_entries(chain).await
+    }
+    async fn unchained_audit(&self) -> Result<Vec<StoredLink>, StoreError> {
+        self.inner.unchained_audit().await
+    }
+    async fn completion_link(&self, session: &SessionId) -> Result<Option<ChainLink>, StoreError> {
+        self.check("completion_link")?;
+        self.inner.completion_link(session).await
+    }
+    async fn provenance_keys(&self) -> Result<Vec<PublicKeyFile>, StoreError> {
+        self.inner.provenance_keys().await
+    }
+    async fn add_provenance_key(&self, key: &PublicKeyFile) -> Result<(), StoreError> {
+        self.inner.add_provenance_key(key).await
     }
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionSummary>, StoreError> {
         self.inner.list_sessions(query).await

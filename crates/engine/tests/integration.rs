@@ -2,6 +2,7 @@
 
 mod artifact_fuzz;
 mod attestations;
+mod audit_chain;
 mod backends;
 mod blockers;
 mod checks;

@@ -79,7 +79,10 @@ async fn replicas_tell_a_session_started_anew_from_the_one_retention_pruned() {
     // A pruned session is older than anything that replaces it; the store tells them apart by
     // their creation times, which are whole seconds.
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    let gone = a.prune("9999-12-31T00:00:00Z").await.unwrap();
+    let gone = a
+        .prune("9999-12-31T00:00:00Z", pruner.provenance_key())
+        .await
+        .unwrap();
     assert_eq!(gone.sessions, 1);
 
     let mut anew = active(server.start(start.clone(), None).await.unwrap());
@@ -185,7 +188,10 @@ async fn audit_rows_leave_only_by_retention() {
         let refused = sqlx::query(statement).execute(&raw).await.unwrap_err();
         assert!(refused.to_string().contains("append-only"), "{refused}");
     }
-    store.prune("2000-01-01T00:00:00Z").await.unwrap();
+    store
+        .prune("2000-01-01T00:00:00Z", engine.provenance_key())
+        .await
+        .unwrap();
     let refused = sqlx::query("DELETE FROM audit_log")
         .execute(&raw)
         .await

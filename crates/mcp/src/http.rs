@@ -191,6 +191,7 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
         .route("/readyz", get(readyz))
         .with_state((server.clone(), config.auth.clone()));
     let mut app = Router::new()
+        .route(PROVENANCE_KEYS_PATH, get(provenance_keys))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .with_state(server.clone())
@@ -219,6 +220,26 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
     app.layer(middleware::from_fn_with_state(bodies, body::read_body))
         .merge(mcp_routes)
         .layer(middleware::from_fn(request_id))
+}
+
+/// Where the server publishes its provenance public keys (`docs/operations/evidence.md`).
+pub const PROVENANCE_KEYS_PATH: &str = "/.well-known/rimthan/provenance-keys.json";
+
+/// Every provenance public key the store holds, current and rotated: public, so anyone can
+/// verify a statement or a retention anchor offline.
+async fn provenance_keys(State(server): State<RimthanServer>) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    match server.engine().provenance_keys().await {
+        Ok(keys) => axum::Json(keys).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "provenance keys could not be read");
+            (
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "the store could not be read; retry",
+            )
+                .into_response()
+        }
+    }
 }
 
 /// A bound listener, so callers learn the port before serving (tests bind port 0).

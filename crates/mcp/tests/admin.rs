@@ -334,3 +334,75 @@ async fn without_authentication_the_view_says_it_is_loopback_only() {
     let off = http_server(server(Profile::WorkflowEngine).await).await;
     assert_eq!(get(off.addr, "/admin", "").await.status, 404);
 }
+
+/// A completed session's page says its audit chain verifies and links the signed statement the
+/// participant was handed, which the keys published at the well-known URL verify; a refusal the
+/// server appends later keeps the chain whole. (Rows edited in the database are named by the
+/// engine's `tests/audit_chain.rs`.)
+#[tokio::test]
+async fn a_session_page_shows_its_chain_and_links_its_signed_statement() {
+    use rimthan_engine::provenance::{KeysDocument, PublicKeys, verify_envelope};
+    let server = server(Profile::WorkflowEngine).await;
+    let store = server.engine().store().clone();
+    let served = http_server_with(server, |config| config.admin = Some(Access::Loopback)).await;
+    let client = modern_http_client(&served.url).await;
+    let done = run_session(&client, "codex").await;
+    let session = done["session_id"].as_str().unwrap();
+    let page = get(served.addr, &format!("/admin/sessions/{session}"), "").await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains(r#"id="audit-chain">verifies ("#),
+        "{}",
+        page.body
+    );
+    let link = format!("/admin/sessions/{session}/provenance.json");
+    assert!(page.body.contains(&link));
+
+    let statement = get(served.addr, &link, "").await;
+    assert_eq!(statement.status, 200);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&statement.body).unwrap(),
+        done["provenance"]["content"],
+        "the facilitator sees the statement the participant was handed"
+    );
+    let keys = get(served.addr, "/.well-known/rimthan/provenance-keys.json", "").await;
+    assert_eq!(keys.status, 200);
+    let keys: KeysDocument = serde_json::from_str(&keys.body).unwrap();
+    verify_envelope(
+        statement.body.as_bytes(),
+        &PublicKeys::from_files(&keys.keys),
+    )
+    .unwrap();
+
+    let refusal = rimthan_engine::AuditEntry {
+        session_id: Some(session.parse().unwrap()),
+        seq: None,
+        tool: rimthan_engine::Operation::GetActiveStep,
+        outcome: rimthan_engine::Outcome::Rejected,
+        codes: Vec::new(),
+        attestation_sha256: None,
+        reports_sha256: None,
+        principal: None,
+        organization: None,
+        workflow: None,
+        judgement: None,
+        checks: Vec::new(),
+        at: "2026-12-04T00:00:00Z".into(),
+    };
+    store.append_audit(&refusal).await.unwrap();
+    let page = get(served.addr, &format!("/admin/sessions/{session}"), "").await;
+    assert!(
+        page.body.contains("verifies"),
+        "an append by the server keeps the chain whole"
+    );
+    assert_eq!(
+        get(
+            served.addr,
+            "/admin/sessions/0123456789abcdef0123456789abcdef/provenance.json",
+            ""
+        )
+        .await
+        .status,
+        404
+    );
+}

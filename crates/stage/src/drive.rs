@@ -12,11 +12,23 @@ use crate::{
     content, host_capabilities, validator, workflow,
 };
 
+/// Writes the session file and, when the session completed, its signed provenance statement
+/// beside it, unchanged, as the shipped skills tell a harness to (`docs/operations/evidence.md`).
+/// Only the one known statement path is written: the answer names it, but does not choose
+/// where in the project the harness writes.
 fn save_session_file(project: &Project, payload: &Value) -> Result<(), StageError> {
     if let Some(content) = payload.get("session_file").map(|f| &f["content"]) {
         let mut text = serde_json::to_string_pretty(content).expect("JSON serializes");
         text.push('\n');
         project.write_session_file(text.as_bytes())?;
+    }
+    if let Some(provenance) = payload.get("provenance")
+        && provenance["path"] == crate::STATEMENT_FILE
+    {
+        let mut text =
+            serde_json::to_string_pretty(&provenance["content"]).expect("JSON serializes");
+        text.push('\n');
+        project.write_statement(text.as_bytes())?;
     }
     Ok(())
 }
@@ -102,6 +114,9 @@ pub(crate) async fn drive(
     let (mut payload, bound) = if config.resume {
         resume(client, project).await?
     } else {
+        // A new session's evidence replaces the last one's: a statement left from it would
+        // claim outputs this session has not accepted.
+        project.remove_statement()?;
         start(client, config).await?
     };
     save_session_file(project, &payload)?;

@@ -34,6 +34,8 @@ pub use crate::{
 
 /// Where the session file lives in the project.
 pub const SESSION_FILE: &str = ".rimthan/workflow-session.json";
+/// Where a completed session's signed provenance statement is kept, beside the session file.
+pub const STATEMENT_FILE: &str = ".rimthan/workflow-session.intoto.json";
 
 /// What went wrong; each variant is a problem an operator can act on.
 #[derive(Debug, thiserror::Error)]

@@ -83,6 +83,20 @@ impl Project {
         self.write_unchecked(crate::SESSION_FILE, bytes)
     }
 
+    /// Writes the completed session's signed provenance statement beside the session file.
+    pub fn write_statement(&self, bytes: &[u8]) -> Result<(), StageError> {
+        self.write_unchecked(crate::STATEMENT_FILE, bytes)
+    }
+
+    /// Removes a statement a previous session left, if any.
+    pub fn remove_statement(&self) -> Result<(), StageError> {
+        let path = self.root.join(crate::STATEMENT_FILE);
+        match fs::symlink_metadata(&path) {
+            Ok(_) => fs::remove_file(&path).map_err(|e| StageError::io(&path, e)),
+            Err(_) => Ok(()),
+        }
+    }
+
     /// The in-process server's SQLite database, `.rimthan/stage.sqlite`: its folder is created
     /// without following a symlink, and neither it nor a journal beside it may be a symlink,
     /// since SQLite opens them by name.

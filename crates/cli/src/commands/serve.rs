@@ -6,7 +6,7 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use clap::Args;
-use rimthan_engine::{Engine, Releases, store::Age};
+use rimthan_engine::{Engine, Releases, provenance::ProvenanceKey, store::Age};
 use rimthan_mcp::{
     Profile, RimthanServer,
     admin::Access,
@@ -85,6 +85,11 @@ pub(crate) struct ServeArgs {
     /// a secret generated once and kept in the database).
     #[arg(long, env = "RIMTHAN_CHECKPOINT_SECRET_FILE")]
     checkpoint_secret_file: Option<PathBuf>,
+    /// An ed25519 key file (as `rimthan registry keygen` writes) that signs provenance
+    /// statements and retention anchors; replicas share it (default: a key generated once and
+    /// kept in the database). Keys used before stay published.
+    #[arg(long, env = "RIMTHAN_PROVENANCE_KEY_FILE")]
+    provenance_key_file: Option<PathBuf>,
     /// Caller authentication: none, tokens, jwt or oidc.
     #[arg(long, env = "RIMTHAN_AUTH", default_value = "none")]
     auth: String,
@@ -150,17 +155,22 @@ const MAX_RETAIN_DAYS: u32 = 36_500;
 /// Runs retention now and every [`RETENTION_INTERVAL`] (`docs/engine.md` §7.3); a failed pass is
 /// logged, counted, and retried at the next one; a task that dies is started again
 /// (`rimthan_mcp::tasks`).
-fn retain(store: Arc<dyn rimthan_engine::Store>, days: u32, metrics: Arc<rimthan_mcp::Metrics>) {
+fn retain(
+    store: Arc<dyn rimthan_engine::Store>,
+    signer: ProvenanceKey,
+    days: u32,
+    metrics: Arc<rimthan_mcp::Metrics>,
+) {
     let keep = Age::days(days);
     let counted = metrics.clone();
     rimthan_mcp::tasks::supervise("retention", metrics, move || {
-        let (store, metrics) = (store.clone(), counted.clone());
+        let (store, metrics, signer) = (store.clone(), counted.clone(), signer.clone());
         async move {
             let mut ticks = tokio::time::interval(RETENTION_INTERVAL);
             loop {
                 ticks.tick().await;
                 let before = keep.cutoff();
-                match store.prune(&before).await {
+                match store.prune(&before, &signer).await {
                     Ok(pruned) => tracing::info!(
                         %before,
                         audit_entries = pruned.audit_entries,
@@ -175,6 +185,16 @@ fn retain(store: Arc<dyn rimthan_engine::Store>, days: u32, metrics: Arc<rimthan
             }
         }
     });
+}
+
+/// Reads a provenance key file: the form `rimthan registry keygen` writes.
+fn read_provenance_key(path: &std::path::Path) -> anyhow::Result<ProvenanceKey> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| InputError(format!("{}: {e}", path.display())))?;
+    let file: rimthan_registry::SigningKeyFile = serde_json::from_str(&text)
+        .map_err(|e| InputError(format!("{}: not a key file: {e}", path.display())))?;
+    Ok(ProvenanceKey::from_file(&file)
+        .map_err(|e| InputError(format!("{}: {e}", path.display())))?)
 }
 
 pub(crate) fn default_database_url() -> anyhow::Result<String> {
@@ -216,6 +236,10 @@ impl ServeArgs {
                 std::fs::read(path).map_err(|e| InputError(format!("{}: {e}", path.display())))?,
             ),
         };
+        let provenance_key = match &self.provenance_key_file {
+            None => None,
+            Some(path) => Some(read_provenance_key(path)?),
+        };
         let profile: Profile = self.profile.parse().map_err(InputError)?;
         if self.max_buffered_bytes < self.max_body_bytes {
             return Err(InputError(format!(
@@ -253,10 +277,14 @@ impl ServeArgs {
         let served = runtime.block_on(async move {
             let store = rimthan_engine::store::open(&database_url).await?;
             let releases = Arc::new(Releases::new(registry, channel));
-            let engine = Arc::new(Engine::new(releases, store.clone(), secret).await?);
-            let server = RimthanServer::new(engine, profile);
+            let mut engine = Engine::new(releases, store.clone(), secret).await?;
+            if let Some(key) = provenance_key {
+                engine = engine.with_provenance_key(key).await?;
+            }
+            let signer = engine.provenance_key().clone();
+            let server = RimthanServer::new(Arc::new(engine), profile);
             if let Some(days) = self.retain_days {
-                retain(store, days, server.metrics().clone());
+                retain(store, signer, days, server.metrics().clone());
             }
             if let Some(auth) = &auth {
                 auth.verifier.start();

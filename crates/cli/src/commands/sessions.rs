@@ -208,11 +208,19 @@ impl ShowArgs {
                 "{shown:?} is not a session id: 32 hex digits, as in .rimthan/workflow-session.json"
             ))
         })?;
-        let (store, _) = self.store.open().await?;
+        let (store, registry) = self.store.open().await?;
         let Some(session) = store.load_session(&id).await? else {
             return Err(InputError(format!("session {id} is not in this store")).into());
         };
         let timeline = store.audit_log(&id).await?;
+        let chain = rimthan_engine::chain::verify_session_chain(&*store, &id).await?;
+        // The statement the participant was handed, unsigned: the store holds no private key.
+        let statement = match store.completion_link(&id).await? {
+            Some(completion) if session.status == Status::Completed => registry
+                .release(&session.release)
+                .and_then(|r| rimthan_engine::provenance::statement_for(r, &session, completion)),
+            _ => None,
+        };
         let outputs: Vec<_> = session
             .ledger
             .iter()
@@ -230,7 +238,7 @@ impl ShowArgs {
                 "revise_rounds": session.revise_rounds, "created_at": session.created_at,
                 "updated_at": session.updated_at, "timeline": timeline,
                 "findings": session.findings, "report_rounds": session.report_rounds,
-                "outputs": outputs,
+                "outputs": outputs, "audit_chain": chain, "statement": statement,
             });
             println!("{}", serde_json::to_string_pretty(&shown)?);
             return Ok(());
@@ -259,6 +267,30 @@ impl ShowArgs {
             "started {} · changed {}",
             session.created_at, session.updated_at
         );
+        if chain.verified() {
+            println!("audit chain verifies ({} entries)", chain.entries);
+        } else {
+            println!("audit chain BROKEN:");
+            for b in &chain.breaks {
+                println!(
+                    "  {} entry {} index {}: {}",
+                    b.kind.as_str(),
+                    b.entry.map_or("-".into(), |e| e.to_string()),
+                    b.index.map_or("-".into(), |i| i.to_string()),
+                    b.detail
+                );
+            }
+        }
+        if let Some(statement) = &statement {
+            let at = &statement.predicate["audit_chain"];
+            println!(
+                "provenance: the participant keeps the signed statement at {} (/admin/sessions/{}/provenance.json serves it); it names audit entry {} sha256 {}",
+                rimthan_engine::provenance::STATEMENT_PATH,
+                session.id,
+                at["index"],
+                at["sha256"].as_str().unwrap_or("-")
+            );
+        }
         println!("\ntimeline");
         for e in &timeline {
             let codes: Vec<&str> = e.codes.iter().map(|c| c.as_str()).collect();

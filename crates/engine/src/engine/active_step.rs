@@ -50,7 +50,10 @@ impl Engine {
             Err(rejected) => return Ok((StepResult::Rejected(rejected), None)),
         };
         let pinned = Pinned::resolve(&release, &session, &self.policies)?;
-        let payload = pinned.active_payload(&session, &self.key, SERVER_NAME);
+        let mut payload = pinned.active_payload(&session, &self.key, SERVER_NAME);
+        // A completed session's statement stays readable: a harness that lost the completing
+        // answer gets it here.
+        payload.provenance = self.provenance(&session).await?;
         // A read that succeeds changes nothing and proves nothing new: it is counted in the
         // metrics, not logged row by row (docs/engine.md §7). A refused read was audited above.
         let at = AnsweredAt {

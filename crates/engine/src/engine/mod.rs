@@ -27,7 +27,8 @@ use crate::{
     checkpoint::CheckpointKey,
     error::EngineError,
     offers::PolicyCache,
-    payload::Rejected,
+    payload::{ProvenanceFile, Rejected},
+    provenance::{KeysDocument, ProvenanceKey, STATEMENT_PATH, sign_statement, statement_for},
     releases::Releases,
     session::{LastChange, Principal, Session},
     store::Store,
@@ -40,6 +41,8 @@ pub(crate) use record::Evidence;
 pub const SERVER_NAME: &str = "rimthan-workflow-engine";
 /// The store secret that keys checkpoints.
 const CHECKPOINT_SECRET: &str = "checkpoint-hmac-sha256";
+/// The store secret that seeds the provenance key, when none is given by file.
+const PROVENANCE_SECRET: &str = "provenance-ed25519-seed";
 /// Compare-and-swap attempts before a call gives up.
 const MAX_ATTEMPTS: u32 = 32;
 
@@ -50,6 +53,7 @@ pub struct Engine {
     store: Arc<dyn Store>,
     key: CheckpointKey,
     policies: PolicyCache,
+    provenance: ProvenanceKey,
 }
 
 /// What one attempt at a change decided, from the session as it was read.
@@ -96,12 +100,93 @@ impl Engine {
             field: "checkpoint secret".into(),
             message: format!("use at least {} bytes", crate::checkpoint::MIN_SECRET_BYTES),
         })?;
+        let seed = store
+            .secret(PROVENANCE_SECRET, ProvenanceKey::generate_seed())
+            .await?;
+        let provenance =
+            ProvenanceKey::from_seed(&seed).ok_or_else(|| EngineError::InvalidArgument {
+                field: "provenance key".into(),
+                message: "the stored provenance seed is not 32 bytes".into(),
+            })?;
+        store
+            .add_provenance_key(&provenance.public_key_file())
+            .await?;
         Ok(Self {
             releases,
             store,
             key,
             policies: PolicyCache::default(),
+            provenance,
         })
+    }
+
+    /// Signs provenance with `key` (`serve --provenance-key-file`) instead of the stored one.
+    /// Its public key joins the published ones; keys used before stay published, so what
+    /// they signed still verifies (rotation).
+    pub async fn with_provenance_key(mut self, key: ProvenanceKey) -> Result<Self, EngineError> {
+        self.store
+            .add_provenance_key(&key.public_key_file())
+            .await?;
+        self.provenance = key;
+        Ok(self)
+    }
+
+    /// The key that signs provenance statements and retention anchors.
+    pub fn provenance_key(&self) -> &ProvenanceKey {
+        &self.provenance
+    }
+
+    /// The published provenance keys: every key this database signed with.
+    pub async fn provenance_keys(&self) -> Result<KeysDocument, EngineError> {
+        Ok(KeysDocument {
+            keys: self.store.provenance_keys().await?,
+        })
+    }
+
+    /// The signed provenance statement of a completed session, as the file a harness keeps;
+    /// none for a session that is not completed. The same session gives the same file (the
+    /// statement is canonical JSON and ed25519 deterministic).
+    pub async fn provenance(
+        &self,
+        session: &Session,
+    ) -> Result<Option<ProvenanceFile>, EngineError> {
+        if session.status != crate::session::Status::Completed {
+            return Ok(None);
+        }
+        let Some(completion) = self.store.completion_link(&session.id).await? else {
+            return Ok(None);
+        };
+        let release = self.pinned_release(session)?;
+        let statement = statement_for(&release, session, completion).ok_or_else(|| {
+            EngineError::SessionInconsistent {
+                session: session.id.to_string(),
+                what: "a workflow or host adapter".into(),
+            }
+        })?;
+        Ok(Some(ProvenanceFile {
+            path: STATEMENT_PATH.into(),
+            content: sign_statement(&statement, &self.provenance).into(),
+        }))
+    }
+
+    /// Attaches the provenance statement to a completed session's answer.
+    async fn with_provenance(
+        &self,
+        mut payload: Box<crate::payload::ActivePayload>,
+    ) -> Result<Box<crate::payload::ActivePayload>, EngineError> {
+        if payload.status == crate::session::Status::Completed {
+            let id = payload
+                .session_id
+                .parse()
+                .map_err(|_| EngineError::SessionInconsistent {
+                    session: payload.session_id.clone(),
+                    what: "an id that does not parse".into(),
+                })?;
+            if let Some(session) = self.store.load_session(&id).await? {
+                payload.provenance = self.provenance(&session).await?;
+            }
+        }
+        Ok(payload)
     }
 
     /// The registry in use.

@@ -64,6 +64,11 @@ impl Engine {
                     next.attested
                         .extend(plan.outputs.iter().map(|(p, a)| (p.clone(), a.sha256)));
                     next.plan = Some(plan.clone());
+                    if let (Some(_), Evidence::Attestation(digest)) =
+                        (&req.host_attestation, evidence)
+                    {
+                        next.host_attestation_sha256 = Some(digest);
+                    }
                     next.last_change = Some(change.clone());
                     next.revision += 1;
                     next.updated_at = now_rfc3339();

@@ -140,6 +140,7 @@ impl Engine {
             findings: Vec::new(),
             reports: Default::default(),
             report_rounds: Default::default(),
+            host_attestation_sha256: None,
             last_change: Some(change.clone()),
             revise_rounds: 0,
             step_entered_at: Some(now.clone()),

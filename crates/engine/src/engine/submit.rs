@@ -37,7 +37,7 @@ impl Engine {
                 self.rejection(TOOL, Some(session), failures, principal, evidence);
             Ok(Decision::Answer(StepResult::Rejected(rejected), audit))
         };
-        self.change(call, StepResult::Rejected, |session, release| {
+        let result = self.change(call, StepResult::Rejected, |session, release| {
             let pinned = Pinned::resolve(release, session, &self.policies)?;
             if session.last_change.as_ref() == Some(&change) {
                 let payload = pinned.active_payload(session, &self.key, SERVER_NAME);
@@ -128,7 +128,13 @@ impl Engine {
                 answer,
             })
         })
-        .await
+        .await?;
+        // The completing answer carries the statement, signed over the audit entry the
+        // completion committed (so it is built only once that is stored).
+        Ok(match result {
+            StepResult::Active(payload) => StepResult::Active(self.with_provenance(payload).await?),
+            other => other,
+        })
     }
 }
 

@@ -13,12 +13,18 @@ use super::{
     AuditEntry, Pruned, SessionQuery, SessionSummary, StatsQuery, Store, StoreError,
     StoreErrorKind, WorkflowCount, WorkflowStats, audit_log,
     cache::{SESSION_CACHE_CAPACITY, SessionCache},
+    chains::{self, ChainStatements},
     commit::{Apply, Committer, SessionRow, Write},
     decode_session, listing,
     stats::{self, StatsStatements},
     writes::{self, PruneStatements, Statements},
 };
-use crate::session::{Session, SessionId};
+use crate::{
+    chain::{ChainHead, ChainLink, StoredLink},
+    provenance::ProvenanceKey,
+    session::{Session, SessionId},
+};
+use rimthan_registry::PublicKeyFile;
 
 /// PostgreSQL-backed [`Store`].
 #[derive(Debug, Clone)]
@@ -131,8 +137,12 @@ const STATEMENTS: Statements = Statements {
         RETURNING id",
     insert_audit: "INSERT INTO audit_log (session_id, seq, tool, outcome, codes, \
         attestation_sha256, reports_sha256, principal, at, organization, workflow, \
-        workflow_version, step, step_index, failed, seconds, checks) \
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+        workflow_version, step, step_index, failed, seconds, checks, chain, chain_index, \
+        prev_sha256, entry_sha256) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+        $18, $19, $20, $21)",
+    chains_open,
+    chains_advance,
     // 64 KiB that do not compress, so they need fresh pages as a change does: a full disk
     // refuses them as it refuses a new session.
     probe: "INSERT INTO writer_probe (id, room) \
@@ -140,11 +150,55 @@ const STATEMENTS: Statements = Statements {
         ON CONFLICT (id) DO UPDATE SET room = excluded.room",
 };
 
+/// PostgreSQL's spelling of the chain queries.
+const CHAINS: ChainStatements = ChainStatements {
+    heads: "SELECT c.chain, h.length, h.head, h.anchor FROM (SELECT chain FROM audit_chains \
+        UNION SELECT DISTINCT chain FROM audit_log WHERE chain IS NOT NULL) c \
+        LEFT JOIN audit_chains h ON h.chain = c.chain WHERE ($1::text IS NULL OR c.chain = $1) \
+        ORDER BY c.chain",
+    entries: "SELECT * FROM audit_log WHERE chain = $1 ORDER BY id",
+    unchained: "SELECT * FROM audit_log WHERE chain IS NULL AND id >= \
+        (SELECT first_chained FROM audit_chain_start WHERE id = 1) ORDER BY id",
+    completion: "SELECT chain_index, entry_sha256 FROM audit_log WHERE chain = $1 \
+        AND tool = 'submit_step_reports' AND outcome = 'completed' ORDER BY id LIMIT 1",
+    keys: "SELECT key_id, public_key FROM provenance_keys ORDER BY added_at, key_id",
+    add_key: "INSERT INTO provenance_keys (key_id, public_key, added_at) VALUES ($1, $2, $3) \
+        ON CONFLICT (key_id) DO NOTHING",
+};
+
+/// Opens, locks and reads `n` chains' heads: only these chains' rows are locked, so appends to
+/// other sessions go on beside them; rows are taken in the order given (sorted).
+fn chains_open(n: usize) -> String {
+    let rows: Vec<String> = (0..n)
+        .map(|i| format!("(${}, 0, ${})", 2 * i + 1, 2 * i + 2))
+        .collect();
+    format!(
+        "INSERT INTO audit_chains (chain, length, head) VALUES {} \
+         ON CONFLICT (chain) DO UPDATE SET chain = excluded.chain RETURNING chain, length, head",
+        rows.join(", ")
+    )
+}
+
+/// Records `n` chains' heads.
+fn chains_advance(n: usize) -> String {
+    let rows: Vec<String> = (0..n)
+        .map(|i| format!("(${}, ${}::bigint, ${})", 3 * i + 1, 3 * i + 2, 3 * i + 3))
+        .collect();
+    format!(
+        "UPDATE audit_chains SET length = v.length, head = v.head FROM (VALUES {}) \
+         AS v(chain, length, head) WHERE audit_chains.chain = v.chain",
+        rows.join(", ")
+    )
+}
+
 /// PostgreSQL's spelling of the retention statements.
 const PRUNE_STATEMENTS: PruneStatements = PruneStatements {
     set_cutoff: "UPDATE retention SET before = $1 WHERE id = 1",
     delete_audit: "DELETE FROM audit_log WHERE id IN \
-        (SELECT id FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2) RETURNING id",
+        (SELECT id FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2) \
+        RETURNING id, chain, chain_index, entry_sha256",
+    anchor_get: "SELECT anchor FROM audit_chains WHERE chain = $1",
+    anchor_set: "UPDATE audit_chains SET anchor = $1 WHERE chain = $2",
     delete_sessions: "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions \
         WHERE status = 'completed' AND updated_at < $1 LIMIT $2) RETURNING id",
 };
@@ -290,8 +344,32 @@ impl Store for PostgresStore {
             .map(|_| ())
     }
 
-    async fn prune(&self, before: &str) -> Result<Pruned, StoreError> {
-        writes::prune(&self.pool, &PRUNE_STATEMENTS, before, &self.cache).await
+    async fn prune(&self, before: &str, key: &ProvenanceKey) -> Result<Pruned, StoreError> {
+        writes::prune(&self.pool, &PRUNE_STATEMENTS, before, &self.cache, key).await
+    }
+
+    async fn audit_chains(&self, chain: Option<&str>) -> Result<Vec<ChainHead>, StoreError> {
+        chains::heads(&self.pool, &CHAINS, chain).await
+    }
+
+    async fn chain_entries(&self, chain: &str) -> Result<Vec<StoredLink>, StoreError> {
+        chains::entries(&self.pool, CHAINS.entries, Some(chain)).await
+    }
+
+    async fn unchained_audit(&self) -> Result<Vec<StoredLink>, StoreError> {
+        chains::entries(&self.pool, CHAINS.unchained, None).await
+    }
+
+    async fn completion_link(&self, session: &SessionId) -> Result<Option<ChainLink>, StoreError> {
+        chains::completion(&self.pool, &CHAINS, session.as_str()).await
+    }
+
+    async fn provenance_keys(&self) -> Result<Vec<PublicKeyFile>, StoreError> {
+        chains::keys(&self.pool, &CHAINS).await
+    }
+
+    async fn add_provenance_key(&self, key: &PublicKeyFile) -> Result<(), StoreError> {
+        chains::add_key(&self.pool, &CHAINS, key, &crate::session::now_rfc3339()).await
     }
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionSummary>, StoreError> {

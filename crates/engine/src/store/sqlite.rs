@@ -16,12 +16,18 @@ use super::{
     AuditEntry, Pruned, SessionQuery, SessionSummary, StatsQuery, Store, StoreError,
     StoreErrorKind, WorkflowCount, WorkflowStats, audit_log,
     cache::{SESSION_CACHE_CAPACITY, SessionCache},
+    chains::{self, ChainStatements},
     commit::{Apply, Committer, SessionRow, Write},
     decode_session, listing,
     stats::{self, StatsStatements},
     writes::{self, PruneStatements, Statements},
 };
-use crate::session::{Session, SessionId};
+use crate::{
+    chain::{ChainHead, ChainLink, StoredLink},
+    provenance::ProvenanceKey,
+    session::{Session, SessionId},
+};
+use rimthan_registry::PublicKeyFile;
 
 /// SQLite-backed [`Store`].
 #[derive(Debug, Clone)]
@@ -238,18 +244,59 @@ const STATEMENTS: Statements = Statements {
         status = ?, step_index = ?, revise_rounds = ? WHERE id = ? AND revision = ? RETURNING id",
     insert_audit: "INSERT INTO audit_log (session_id, seq, tool, outcome, codes, \
         attestation_sha256, reports_sha256, principal, at, organization, workflow, \
-        workflow_version, step, step_index, failed, seconds, checks) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        workflow_version, step, step_index, failed, seconds, checks, chain, chain_index, \
+        prev_sha256, entry_sha256) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    chains_open,
+    chains_advance,
     // Fresh pages, as a change's: a full disk refuses this as it refuses a new session.
     probe: "INSERT INTO writer_probe (id, room) VALUES (1, zeroblob(65536)) \
         ON CONFLICT (id) DO UPDATE SET room = excluded.room",
 };
 
+/// SQLite's spelling of the chain queries.
+const CHAINS: ChainStatements = ChainStatements {
+    heads: "SELECT c.chain, h.length, h.head, h.anchor FROM (SELECT chain FROM audit_chains \
+        UNION SELECT DISTINCT chain FROM audit_log WHERE chain IS NOT NULL) c \
+        LEFT JOIN audit_chains h ON h.chain = c.chain WHERE (?1 IS NULL OR c.chain = ?1) \
+        ORDER BY c.chain",
+    entries: "SELECT * FROM audit_log WHERE chain = ? ORDER BY id",
+    unchained: "SELECT * FROM audit_log WHERE chain IS NULL AND id >= \
+        (SELECT first_chained FROM audit_chain_start WHERE id = 1) ORDER BY id",
+    completion: "SELECT chain_index, entry_sha256 FROM audit_log WHERE chain = ? \
+        AND tool = 'submit_step_reports' AND outcome = 'completed' ORDER BY id LIMIT 1",
+    keys: "SELECT key_id, public_key FROM provenance_keys ORDER BY added_at, key_id",
+    add_key: "INSERT INTO provenance_keys (key_id, public_key, added_at) VALUES (?, ?, ?) \
+        ON CONFLICT (key_id) DO NOTHING",
+};
+
+/// Opens, locks and reads `n` chains' heads (SQLite has one writer at a time: the transaction
+/// that reads a head is the only one that can write it).
+fn chains_open(n: usize) -> String {
+    let rows = vec!["(?, 0, ?)"; n].join(", ");
+    format!(
+        "INSERT INTO audit_chains (chain, length, head) VALUES {rows} \
+         ON CONFLICT (chain) DO UPDATE SET chain = excluded.chain RETURNING chain, length, head"
+    )
+}
+
+/// Records `n` chains' heads (SQLite names a `VALUES` table's columns `column1`…).
+fn chains_advance(n: usize) -> String {
+    let rows = vec!["(?, ?, ?)"; n].join(", ");
+    format!(
+        "UPDATE audit_chains SET length = v.column2, head = v.column3 \
+         FROM (VALUES {rows}) AS v WHERE audit_chains.chain = v.column1"
+    )
+}
+
 /// SQLite's spelling of the retention statements.
 const PRUNE_STATEMENTS: PruneStatements = PruneStatements {
     set_cutoff: "UPDATE retention SET before = ? WHERE id = 1",
     delete_audit: "DELETE FROM audit_log WHERE id IN \
-        (SELECT id FROM audit_log WHERE at < ? ORDER BY at LIMIT ?) RETURNING id",
+        (SELECT id FROM audit_log WHERE at < ? ORDER BY at LIMIT ?) \
+        RETURNING id, chain, chain_index, entry_sha256",
+    anchor_get: "SELECT anchor FROM audit_chains WHERE chain = ?",
+    anchor_set: "UPDATE audit_chains SET anchor = ? WHERE chain = ?",
     delete_sessions: "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions \
         WHERE status = 'completed' AND updated_at < ? LIMIT ?) RETURNING id",
 };
@@ -380,9 +427,36 @@ impl Store for SqliteStore {
             .map(|_| ())
     }
 
-    async fn prune(&self, before: &str) -> Result<Pruned, StoreError> {
+    async fn prune(&self, before: &str, key: &ProvenanceKey) -> Result<Pruned, StoreError> {
         let writer = self.writer()?;
-        writes::prune(&writer.pool, &PRUNE_STATEMENTS, before, &writer.cache).await
+        writes::prune(&writer.pool, &PRUNE_STATEMENTS, before, &writer.cache, key).await
+    }
+
+    async fn audit_chains(&self, chain: Option<&str>) -> Result<Vec<ChainHead>, StoreError> {
+        chains::heads(&self.pool, &CHAINS, chain).await
+    }
+
+    async fn chain_entries(&self, chain: &str) -> Result<Vec<StoredLink>, StoreError> {
+        chains::entries(&self.pool, CHAINS.entries, Some(chain)).await
+    }
+
+    async fn unchained_audit(&self) -> Result<Vec<StoredLink>, StoreError> {
+        chains::entries(&self.pool, CHAINS.unchained, None).await
+    }
+
+    async fn completion_link(&self, session: &SessionId) -> Result<Option<ChainLink>, StoreError> {
+        chains::completion(&self.pool, &CHAINS, session.as_str()).await
+    }
+
+    async fn provenance_keys(&self) -> Result<Vec<PublicKeyFile>, StoreError> {
+        chains::keys(&self.pool, &CHAINS).await
+    }
+
+    async fn add_provenance_key(&self, key: &PublicKeyFile) -> Result<(), StoreError> {
+        if self.writer.is_none() {
+            return Ok(());
+        }
+        chains::add_key(&self.pool, &CHAINS, key, &crate::session::now_rfc3339()).await
     }
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionSummary>, StoreError> {

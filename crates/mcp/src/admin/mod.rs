@@ -164,6 +164,7 @@ pub fn router(engine: Arc<Engine>, access: Access, allowed_hosts: &[String]) -> 
     let guarded = Router::new()
         .route("/admin", get(list))
         .route("/admin/sessions/{id}", get(session))
+        .route("/admin/sessions/{id}/provenance.json", get(provenance))
         .route("/admin/workflows/{id}/{version}", get(workflow))
         .route_layer(middleware::from_fn_with_state(gate.clone(), admit))
         .with_state(state.clone());
@@ -448,10 +449,43 @@ async fn session(
         .and_then(|r| r.workflow(&session.workflow, &session.workflow_version))
         .map(step_ids)
         .unwrap_or_default();
+    let chain = rimthan_engine::chain::verify_session_chain(&**store, &id).await?;
     Ok(page(
         StatusCode::OK,
-        pages::session(&state.access, &viewer, &session, &steps, &timeline),
+        pages::session(&state.access, &viewer, &session, &steps, &timeline, &chain),
     ))
+}
+
+/// A completed session's signed provenance statement, as the participant's harness wrote it.
+async fn provenance(
+    State(state): State<AdminState>,
+    Extension(viewer): Extension<Viewer>,
+    Path(id): Path<String>,
+) -> Result<Response, Refusal> {
+    let unknown = || Refusal::not_found("There is no completed session with this id.");
+    let id: SessionId = bounded("session id", &id)?.parse().map_err(|_| unknown())?;
+    let session = state
+        .engine
+        .store()
+        .load_session(&id)
+        .await?
+        .ok_or_else(unknown)?;
+    let owner = session
+        .principal
+        .as_ref()
+        .and_then(|p| p.organization.as_deref());
+    if viewer.scope().is_some() && viewer.scope() != owner {
+        return Err(unknown());
+    }
+    let file = state.engine.provenance(&session).await.map_err(|e| {
+        Refusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Unavailable",
+            format!("The statement could not be made: {e}"),
+        )
+    })?;
+    let file = file.ok_or_else(unknown)?;
+    Ok(axum::Json(file.content).into_response())
 }
 
 /// A workflow's step ids, in order.

@@ -4,7 +4,7 @@
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use rimthan_engine::{
     AuditEntry, Session, SessionSummary, StatsQuery, Status, WorkflowCount, WorkflowStats,
-    store::position,
+    chain::AuditVerification, store::position,
 };
 
 use super::{
@@ -261,6 +261,7 @@ pub(super) fn session(
     session: &Session,
     steps: &[String],
     timeline: &[AuditEntry],
+    chain: &AuditVerification,
 ) -> Markup {
     let id = session.id.to_string();
     let at = position(
@@ -291,6 +292,24 @@ pub(super) fn session(
                 dt { "Revise rounds" } dd { (session.revise_rounds) }
                 dt { "Started" } dd { (session.created_at) }
                 dt { "Last change" } dd { (session.updated_at) }
+                dt { "Audit chain" } dd id="audit-chain" {
+                    @if chain.verified() {
+                        "verifies (" (chain.entries) " entries)"
+                    } @else {
+                        strong { "broken" } ": "
+                        @for (i, b) in chain.breaks.iter().enumerate() {
+                            @if i > 0 { "; " }
+                            (b.kind.as_str())
+                            @if let Some(index) = b.index { " at entry " (index) }
+                        }
+                    }
+                }
+                @if session.status == Status::Completed {
+                    dt { "Provenance" } dd {
+                        a id="provenance" href={ "/admin/sessions/" (id) "/provenance.json" } { "signed statement" }
+                        " (the participant keeps it as " code { ".rimthan/workflow-session.intoto.json" } ")"
+                    }
+                }
             }
             h2 { "Timeline" }
             @if shown.len() < timeline.len() {

@@ -1,0 +1,238 @@
+//! `rimthan audit verify` and `rimthan provenance verify`: the evidence a server leaves, checked
+//! by anyone (`docs/operations/evidence.md`). Both only read.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use rimthan_engine::{
+    chain::verify_audit,
+    provenance::{
+        Failure, KeysDocument, MAX_ENVELOPE_BYTES, PublicKeys, check_subjects, verify_envelope,
+    },
+};
+use serde_json::json;
+
+use super::InputError;
+
+/// Check the audit log's hash chains.
+#[derive(Debug, Subcommand)]
+pub(crate) enum AuditCommand {
+    /// Walk every chain of a server's store (read-only, beside the server) and name each break:
+    /// its entry, session and kind (edited, deleted, inserted, reordered). Exits 0 only when
+    /// every chain verifies.
+    Verify(AuditVerifyArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AuditVerifyArgs {
+    /// The server's store (as `serve --database-url`); default: the user data folder's SQLite file.
+    #[arg(long, env = "RIMTHAN_DATABASE_URL")]
+    database_url: Option<String>,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Check a signed provenance statement.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ProvenanceCommand {
+    /// Check a session's DSSE envelope against published keys and, with --project, that every
+    /// subject's file still has the digest it records. Exits 0 only when all holds.
+    Verify(ProvenanceVerifyArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ProvenanceVerifyArgs {
+    /// The envelope, e.g. .rimthan/workflow-session.intoto.json.
+    file: PathBuf,
+    /// The published keys (`GET /.well-known/rimthan/provenance-keys.json`).
+    #[arg(long)]
+    keys: PathBuf,
+    /// The project folder the subjects' paths are relative to; each is re-hashed.
+    #[arg(long)]
+    project: Option<PathBuf>,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Evidence that does not verify: the run's verdict, exit code 1.
+#[derive(Debug)]
+pub(crate) struct NotVerified(pub(crate) String);
+
+impl std::fmt::Display for NotVerified {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotVerified {}
+
+impl AuditCommand {
+    pub(crate) fn run(self) -> anyhow::Result<()> {
+        let AuditCommand::Verify(args) = self;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(args.run())
+    }
+}
+
+impl AuditVerifyArgs {
+    async fn run(self) -> anyhow::Result<()> {
+        let url = match &self.database_url {
+            Some(url) => url.clone(),
+            None => super::serve::default_database_url()?,
+        };
+        let store = rimthan_engine::store::open_read_only(&url)
+            .await
+            .with_context(|| format!("cannot read the store at {url}"))?;
+        let report = verify_audit(&*store).await?;
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            for b in &report.breaks {
+                println!(
+                    "{}  session {}  chain {}  entry {}  index {}: {}",
+                    b.kind.as_str(),
+                    b.session.as_deref().unwrap_or("-"),
+                    if b.chain.is_empty() { "-" } else { &b.chain },
+                    b.entry.map_or("-".into(), |e| e.to_string()),
+                    b.index.map_or("-".into(), |i| i.to_string()),
+                    b.detail
+                );
+            }
+            println!(
+                "{} chains, {} entries: {}",
+                report.chains,
+                report.entries,
+                if report.verified() {
+                    "every chain verifies".to_owned()
+                } else {
+                    format!("{} breaks", report.breaks.len())
+                }
+            );
+        }
+        if report.verified() {
+            Ok(())
+        } else {
+            Err(NotVerified(format!("the audit log has {} breaks", report.breaks.len())).into())
+        }
+    }
+}
+
+fn read_bounded(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let meta =
+        std::fs::metadata(path).map_err(|e| InputError(format!("{}: {e}", path.display())))?;
+    if meta.len() > MAX_ENVELOPE_BYTES {
+        return Err(InputError(format!(
+            "{}: {} bytes; at most {MAX_ENVELOPE_BYTES} are read",
+            path.display(),
+            meta.len()
+        ))
+        .into());
+    }
+    Ok(std::fs::read(path).map_err(|e| InputError(format!("{}: {e}", path.display())))?)
+}
+
+impl ProvenanceCommand {
+    pub(crate) fn run(self) -> anyhow::Result<()> {
+        let ProvenanceCommand::Verify(args) = self;
+        args.run()
+    }
+}
+
+impl ProvenanceVerifyArgs {
+    fn run(self) -> anyhow::Result<()> {
+        let keys: KeysDocument =
+            serde_json::from_slice(&read_bounded(&self.keys)?).map_err(|e| {
+                InputError(format!("{}: not a keys document: {e}", self.keys.display()))
+            })?;
+        let keys = PublicKeys::from_files(&keys.keys);
+        if keys.is_empty() {
+            return Err(InputError(format!("{}: holds no usable key", self.keys.display())).into());
+        }
+        let envelope = read_bounded(&self.file)?;
+        let failed = |failure: Failure, detail: String| -> anyhow::Result<()> {
+            if self.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &json!({"verified": false, "failure": failure.code(), "detail": detail})
+                    )?
+                );
+            } else {
+                println!("{}: {detail}", failure.code());
+            }
+            Err(NotVerified(format!("{}: {}", self.file.display(), failure.code())).into())
+        };
+        let statement = match verify_envelope(&envelope, &keys) {
+            Ok(statement) => statement,
+            Err(failure) => {
+                let detail = match failure {
+                    Failure::MalformedEnvelope => "not a DSSE envelope of an in-toto statement",
+                    Failure::WrongPayloadType => {
+                        "the payload type is not application/vnd.in-toto+json"
+                    }
+                    Failure::UnknownKeyId => "no signature is by a published key",
+                    Failure::SignatureInvalid => {
+                        "a published key's signature does not match the statement: it was altered or forged"
+                    }
+                    Failure::SubjectChanged | Failure::SubjectMissing => "",
+                };
+                return failed(failure, detail.into());
+            }
+        };
+        let subjects = match &self.project {
+            Some(dir) => check_subjects(&statement, dir),
+            None => Vec::new(),
+        };
+        if let Some(first) = subjects.first() {
+            for s in &subjects[1..] {
+                if !self.json {
+                    println!("{}: {}", s.failure.code(), s.path);
+                }
+            }
+            return failed(
+                first.failure,
+                format!(
+                    "{}{}",
+                    first.path,
+                    if subjects.len() > 1 {
+                        format!(" (and {} more)", subjects.len() - 1)
+                    } else {
+                        String::new()
+                    }
+                ),
+            );
+        }
+        let predicate = &statement.predicate;
+        if self.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({
+                    "verified": true,
+                    "subjects": statement.subject.len(),
+                    "rehashed": self.project.is_some(),
+                    "statement": statement,
+                }))?
+            );
+        } else {
+            println!(
+                "verified: session {} · {}@{} · release {} · {} subjects{}",
+                predicate["session"].as_str().unwrap_or("-"),
+                predicate["workflow"]["id"].as_str().unwrap_or("-"),
+                predicate["workflow"]["version"].as_str().unwrap_or("-"),
+                predicate["release"]["id"].as_str().unwrap_or("-"),
+                statement.subject.len(),
+                if self.project.is_some() {
+                    ", each re-hashed"
+                } else {
+                    " (not re-hashed: pass --project)"
+                }
+            );
+        }
+        Ok(())
+    }
+}
