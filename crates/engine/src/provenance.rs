@@ -4,14 +4,19 @@
 //! server's ed25519 provenance key. Anyone holding the published public keys verifies it
 //! offline; a DSSE library written by others accepts it too (`e2e/python`).
 
-use std::{collections::BTreeMap, fmt, path::Path, sync::Arc};
+use std::collections::BTreeMap;
 
 use base64::{Engine as _, engine::general_purpose::STANDARD};
-use ed25519_dalek::{Signer as _, Verifier as _};
-use rimthan_registry::{PublicKeyFile, Sha256Digest, SigningKeyFile, to_canonical_bytes};
+use rimthan_registry::{Sha256Digest, to_canonical_bytes};
 use serde::{Deserialize, Serialize};
 
 use crate::{audit::AuditCheck, chain::ChainLink, request::Verdict, session::Session};
+
+mod keys;
+mod verify;
+
+pub use keys::{KeysDocument, ProvenanceKey, PublicKeys};
+pub use verify::{Failure, SubjectFailure, check_subjects, verify_envelope};
 
 /// The DSSE payload type of an in-toto statement.
 pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
@@ -23,133 +28,6 @@ pub const PREDICATE_TYPE: &str = "https://rimthan.dev/provenance/session/v1";
 pub const STATEMENT_PATH: &str = ".rimthan/workflow-session.intoto.json";
 /// The largest envelope or keys file `provenance verify` reads.
 pub const MAX_ENVELOPE_BYTES: u64 = 4 << 20;
-
-/// The server's provenance signing key.
-#[derive(Clone)]
-pub struct ProvenanceKey(Arc<ed25519_dalek::SigningKey>);
-
-impl fmt::Debug for ProvenanceKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ProvenanceKey({})", self.key_id())
-    }
-}
-
-fn key_id_of(key: &ed25519_dalek::VerifyingKey) -> String {
-    Sha256Digest::of(key.as_bytes()).to_string()[..16].to_owned()
-}
-
-impl ProvenanceKey {
-    /// A fresh 32-byte seed from the operating system's random source.
-    pub fn generate_seed() -> Vec<u8> {
-        let mut seed = [0u8; 32];
-        getrandom::fill(&mut seed).expect("the operating system's random source works");
-        seed.to_vec()
-    }
-
-    /// The key of a 32-byte seed.
-    pub fn from_seed(seed: &[u8]) -> Option<Self> {
-        let seed: [u8; 32] = seed.try_into().ok()?;
-        Some(Self(Arc::new(ed25519_dalek::SigningKey::from_bytes(&seed))))
-    }
-
-    /// The key a key file holds (the form `rimthan registry keygen` writes), checking that its
-    /// id matches the key.
-    pub fn from_file(file: &SigningKeyFile) -> Result<Self, String> {
-        if file.algorithm != "ed25519" {
-            return Err(format!("algorithm {:?} is not ed25519", file.algorithm));
-        }
-        let mut seed = [0u8; 32];
-        hex::decode_to_slice(&file.secret_key, &mut seed)
-            .map_err(|_| "secret_key is not 64 hex digits".to_owned())?;
-        let key = Self::from_seed(&seed).expect("32 bytes");
-        if key.key_id() != file.key_id.as_str() {
-            return Err(format!(
-                "key_id {} does not match the key (its id is {})",
-                file.key_id,
-                key.key_id()
-            ));
-        }
-        Ok(key)
-    }
-
-    /// The key id: the first 16 hex digits of the public key's sha256.
-    pub fn key_id(&self) -> String {
-        key_id_of(&self.0.verifying_key())
-    }
-
-    /// The public half, as published.
-    pub fn public_key_file(&self) -> PublicKeyFile {
-        PublicKeyFile {
-            algorithm: "ed25519".into(),
-            key_id: self.key_id().parse().expect("derived ids are key ids"),
-            public_key: hex::encode(self.0.verifying_key().as_bytes()),
-        }
-    }
-
-    /// Signs `message`.
-    pub fn sign(&self, message: &[u8]) -> Vec<u8> {
-        self.0.sign(message).to_bytes().to_vec()
-    }
-}
-
-/// The published public keys: `GET /.well-known/rimthan/provenance-keys.json`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KeysDocument {
-    /// Every key the server signed with, current and rotated, by id.
-    pub keys: Vec<PublicKeyFile>,
-}
-
-/// Public keys a verifier trusts, by id.
-#[derive(Debug, Clone, Default)]
-pub struct PublicKeys(BTreeMap<String, ed25519_dalek::VerifyingKey>);
-
-impl PublicKeys {
-    /// The usable keys of `files`: a file with another algorithm, a bad key or an id that is
-    /// not its key's is left out, so it verifies nothing.
-    pub fn from_files(files: &[PublicKeyFile]) -> Self {
-        let mut keys = BTreeMap::new();
-        for file in files.iter().filter(|f| f.algorithm == "ed25519") {
-            let mut raw = [0u8; 32];
-            if hex::decode_to_slice(&file.public_key, &mut raw).is_err() {
-                continue;
-            }
-            if let Ok(key) = ed25519_dalek::VerifyingKey::from_bytes(&raw)
-                && key_id_of(&key) == file.key_id.as_str()
-            {
-                keys.insert(file.key_id.to_string(), key);
-            }
-        }
-        Self(keys)
-    }
-
-    /// How many keys there are.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// Checks a hex signature of `message` by the key `key_id`.
-    pub fn verify(&self, key_id: &str, message: &[u8], signature_hex: &str) -> Result<(), String> {
-        let mut raw = [0u8; 64];
-        hex::decode_to_slice(signature_hex, &mut raw)
-            .map_err(|_| "the signature is not 128 hex digits".to_owned())?;
-        self.verify_raw(key_id, message, &raw)
-            .map_err(|f| f.to_string())
-    }
-
-    fn verify_raw(&self, key_id: &str, message: &[u8], raw: &[u8]) -> Result<(), Failure> {
-        let key = self.0.get(key_id).ok_or(Failure::UnknownKeyId)?;
-        let signature =
-            ed25519_dalek::Signature::from_slice(raw).map_err(|_| Failure::SignatureInvalid)?;
-        key.verify(message, &signature)
-            .map_err(|_| Failure::SignatureInvalid)
-    }
-}
 
 /// DSSE's pre-authentication encoding of a payload: what is signed.
 pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
@@ -447,125 +325,6 @@ pub fn envelope_file(envelope: &Envelope) -> String {
     let mut text = serde_json::to_string_pretty(envelope).expect("envelopes serialize");
     text.push('\n');
     text
-}
-
-/// Why `provenance verify` refuses an envelope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, thiserror::Error)]
-#[serde(rename_all = "snake_case")]
-pub enum Failure {
-    /// The file is not a DSSE envelope, or its payload not an in-toto statement.
-    #[error("malformed_envelope")]
-    MalformedEnvelope,
-    /// The envelope's payload type is not an in-toto statement's.
-    #[error("wrong_payload_type")]
-    WrongPayloadType,
-    /// No signature is by a published key.
-    #[error("unknown_key_id")]
-    UnknownKeyId,
-    /// A published key's signature does not match the payload (forged or altered, or
-    /// re-signed by another key claiming the id).
-    #[error("signature_invalid")]
-    SignatureInvalid,
-    /// A subject's file differs from the digest the statement records.
-    #[error("subject_changed")]
-    SubjectChanged,
-    /// A subject's file is not in the project.
-    #[error("subject_missing")]
-    SubjectMissing,
-}
-
-impl Failure {
-    /// The stable snake_case code.
-    pub fn code(self) -> &'static str {
-        match self {
-            Failure::MalformedEnvelope => "malformed_envelope",
-            Failure::WrongPayloadType => "wrong_payload_type",
-            Failure::UnknownKeyId => "unknown_key_id",
-            Failure::SignatureInvalid => "signature_invalid",
-            Failure::SubjectChanged => "subject_changed",
-            Failure::SubjectMissing => "subject_missing",
-        }
-    }
-}
-
-/// Verifies an envelope's signature against `keys` and returns its statement. A signature by
-/// a published key decides; one by an unknown key only when no published key signed.
-pub fn verify_envelope(bytes: &[u8], keys: &PublicKeys) -> Result<Statement, Failure> {
-    let envelope: Envelope =
-        serde_json::from_slice(bytes).map_err(|_| Failure::MalformedEnvelope)?;
-    if envelope.payload_type != PAYLOAD_TYPE {
-        return Err(Failure::WrongPayloadType);
-    }
-    let payload = STANDARD
-        .decode(&envelope.payload)
-        .map_err(|_| Failure::MalformedEnvelope)?;
-    let signed = pae(&envelope.payload_type, &payload);
-    let mut failure = Failure::UnknownKeyId;
-    let mut verified = false;
-    for signature in &envelope.signatures {
-        let raw = STANDARD
-            .decode(&signature.sig)
-            .map_err(|_| Failure::MalformedEnvelope)?;
-        match keys.verify_raw(&signature.keyid, &signed, &raw) {
-            Ok(()) => verified = true,
-            Err(Failure::SignatureInvalid) => failure = Failure::SignatureInvalid,
-            Err(_) => {}
-        }
-    }
-    if !verified || failure == Failure::SignatureInvalid {
-        return Err(failure);
-    }
-    let statement: Statement =
-        serde_json::from_slice(&payload).map_err(|_| Failure::MalformedEnvelope)?;
-    if statement.statement_type != STATEMENT_TYPE {
-        return Err(Failure::MalformedEnvelope);
-    }
-    Ok(statement)
-}
-
-/// A subject whose file is not what the statement says.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SubjectFailure {
-    /// The subject's path.
-    pub path: String,
-    /// `subject_changed` or `subject_missing`.
-    pub failure: Failure,
-    /// The file's sha256 now, when it is there.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sha256: Option<String>,
-}
-
-/// Re-hashes every subject under `project`: the ones that differ. A subject whose name leaves
-/// the project (absolute, or with `..`) counts as missing.
-pub fn check_subjects(statement: &Statement, project: &Path) -> Vec<SubjectFailure> {
-    let mut failures = Vec::new();
-    for subject in &statement.subject {
-        let relative = Path::new(&subject.name);
-        let inside = relative
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)));
-        let read = inside
-            .then(|| std::fs::read(project.join(relative)).ok())
-            .flatten();
-        match read {
-            None => failures.push(SubjectFailure {
-                path: subject.name.clone(),
-                failure: Failure::SubjectMissing,
-                sha256: None,
-            }),
-            Some(bytes) => {
-                let now = Sha256Digest::of(&bytes).to_string();
-                if subject.digest.get("sha256") != Some(&now) {
-                    failures.push(SubjectFailure {
-                        path: subject.name.clone(),
-                        failure: Failure::SubjectChanged,
-                        sha256: Some(now),
-                    });
-                }
-            }
-        }
-    }
-    failures
 }
 
 #[cfg(test)]

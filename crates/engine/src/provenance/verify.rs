@@ -1,0 +1,129 @@
+//! Verifying a statement offline: the DSSE signature against the published keys, then each
+//! subject against the project's files (`rimthan provenance verify`).
+
+use std::path::Path;
+
+use base64::{Engine as _, engine::general_purpose::STANDARD};
+use rimthan_registry::Sha256Digest;
+use serde::Serialize;
+
+use super::{Envelope, PAYLOAD_TYPE, PublicKeys, STATEMENT_TYPE, Statement, pae};
+
+/// Why `provenance verify` refuses an envelope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, thiserror::Error)]
+#[serde(rename_all = "snake_case")]
+pub enum Failure {
+    /// The file is not a DSSE envelope, or its payload not an in-toto statement.
+    #[error("malformed_envelope")]
+    MalformedEnvelope,
+    /// The envelope's payload type is not an in-toto statement's.
+    #[error("wrong_payload_type")]
+    WrongPayloadType,
+    /// No signature is by a published key.
+    #[error("unknown_key_id")]
+    UnknownKeyId,
+    /// A published key's signature does not match the payload (forged or altered, or
+    /// re-signed by another key claiming the id).
+    #[error("signature_invalid")]
+    SignatureInvalid,
+    /// A subject's file differs from the digest the statement records.
+    #[error("subject_changed")]
+    SubjectChanged,
+    /// A subject's file is not in the project.
+    #[error("subject_missing")]
+    SubjectMissing,
+}
+
+impl Failure {
+    /// The stable snake_case code.
+    pub fn code(self) -> &'static str {
+        match self {
+            Failure::MalformedEnvelope => "malformed_envelope",
+            Failure::WrongPayloadType => "wrong_payload_type",
+            Failure::UnknownKeyId => "unknown_key_id",
+            Failure::SignatureInvalid => "signature_invalid",
+            Failure::SubjectChanged => "subject_changed",
+            Failure::SubjectMissing => "subject_missing",
+        }
+    }
+}
+
+/// Verifies an envelope's signature against `keys` and returns its statement. A signature by
+/// a published key decides; one by an unknown key only when no published key signed.
+pub fn verify_envelope(bytes: &[u8], keys: &PublicKeys) -> Result<Statement, Failure> {
+    let envelope: Envelope =
+        serde_json::from_slice(bytes).map_err(|_| Failure::MalformedEnvelope)?;
+    if envelope.payload_type != PAYLOAD_TYPE {
+        return Err(Failure::WrongPayloadType);
+    }
+    let payload = STANDARD
+        .decode(&envelope.payload)
+        .map_err(|_| Failure::MalformedEnvelope)?;
+    let signed = pae(&envelope.payload_type, &payload);
+    let mut failure = Failure::UnknownKeyId;
+    let mut verified = false;
+    for signature in &envelope.signatures {
+        let raw = STANDARD
+            .decode(&signature.sig)
+            .map_err(|_| Failure::MalformedEnvelope)?;
+        match keys.verify_raw(&signature.keyid, &signed, &raw) {
+            Ok(()) => verified = true,
+            Err(Failure::SignatureInvalid) => failure = Failure::SignatureInvalid,
+            Err(_) => {}
+        }
+    }
+    if !verified || failure == Failure::SignatureInvalid {
+        return Err(failure);
+    }
+    let statement: Statement =
+        serde_json::from_slice(&payload).map_err(|_| Failure::MalformedEnvelope)?;
+    if statement.statement_type != STATEMENT_TYPE {
+        return Err(Failure::MalformedEnvelope);
+    }
+    Ok(statement)
+}
+
+/// A subject whose file is not what the statement says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SubjectFailure {
+    /// The subject's path.
+    pub path: String,
+    /// `subject_changed` or `subject_missing`.
+    pub failure: Failure,
+    /// The file's sha256 now, when it is there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+/// Re-hashes every subject under `project`: the ones that differ. A subject whose name leaves
+/// the project (absolute, or with `..`) counts as missing.
+pub fn check_subjects(statement: &Statement, project: &Path) -> Vec<SubjectFailure> {
+    let mut failures = Vec::new();
+    for subject in &statement.subject {
+        let relative = Path::new(&subject.name);
+        let inside = relative
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        let read = inside
+            .then(|| std::fs::read(project.join(relative)).ok())
+            .flatten();
+        match read {
+            None => failures.push(SubjectFailure {
+                path: subject.name.clone(),
+                failure: Failure::SubjectMissing,
+                sha256: None,
+            }),
+            Some(bytes) => {
+                let now = Sha256Digest::of(&bytes).to_string();
+                if subject.digest.get("sha256") != Some(&now) {
+                    failures.push(SubjectFailure {
+                        path: subject.name.clone(),
+                        failure: Failure::SubjectChanged,
+                        sha256: Some(now),
+                    });
+                }
+            }
+        }
+    }
+    failures
+}
