@@ -1069,3 +1069,29 @@ async def test_an_output_that_breaks_a_check_is_sent_to_revise_with_rule_and_lin
                                                   "validation_id": plan["validation_id"],
                                                   "reports": passing_reports(wf, project, plan)})
             assert done["status"] == "completed", done
+
+
+@pytest.mark.parametrize("workflow_id", ["research-study", "schema-migration"])
+async def test_a_session_rimthan_stage_completes_leaves_a_statement_a_third_party_accepts(
+    http_server: HttpServer, tmp_path: Path, workflow_id: str
+) -> None:
+    """`rimthan stage` plays a real harness against the served engine and writes the statement
+    where the skills say; securesystemslib's DSSE verifier accepts it with the keys the server
+    publishes, and refuses it once one output byte changes."""
+    project = tmp_path / "staged"
+    staged = subprocess.run(
+        [_require_binary(), "stage", "--harness", "claude-code", "--workflow", workflow_id,
+         "--url", http_server.url, "--project", str(project)],
+        stdin=subprocess.DEVNULL, capture_output=True, timeout=300,
+    )
+    assert staged.returncode == 0, staged.stderr.decode(errors="replace")[-4000:]
+    envelope = json.loads((project / ".rimthan/workflow-session.intoto.json").read_bytes())
+    keys = provenance_keys(http_server)
+    statement = third_party_verify(envelope, keys, project)
+    assert statement["predicate"]["workflow"]["id"] == workflow_id
+    changed = project / statement["subject"][-1]["name"]
+    data = bytearray(changed.read_bytes())
+    data[-1] ^= 1
+    changed.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="changed"):
+        third_party_verify(envelope, keys, project)
