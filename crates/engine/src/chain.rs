@@ -386,7 +386,6 @@ fn intact(chain: &str, row: &StoredLink) -> bool {
 /// Walks every chain of the store, and names every unchained row written since chaining began
 /// (an insertion); read-only.
 pub async fn verify_audit(store: &dyn Store) -> Result<AuditVerification, StoreError> {
-    let keys = PublicKeys::from_files(&store.provenance_keys().await?);
     let mut report = AuditVerification::default();
     for row in store.unchained_audit().await? {
         report.breaks.push(ChainBreak {
@@ -399,12 +398,7 @@ pub async fn verify_audit(store: &dyn Store) -> Result<AuditVerification, StoreE
                 .into(),
         });
     }
-    for head in store.audit_chains(None).await? {
-        let rows = store.chain_entries(&head.chain).await?;
-        report.chains += 1;
-        report.entries += rows.len() as u64;
-        report.breaks.extend(verify_chain(&head, &rows, &keys));
-    }
+    walk(store, None, &mut report).await?;
     Ok(report)
 }
 
@@ -413,13 +407,23 @@ pub async fn verify_session_chain(
     store: &dyn Store,
     session: &SessionId,
 ) -> Result<AuditVerification, StoreError> {
-    let keys = PublicKeys::from_files(&store.provenance_keys().await?);
     let mut report = AuditVerification::default();
-    for head in store.audit_chains(Some(session.as_str())).await? {
+    walk(store, Some(session.as_str()), &mut report).await?;
+    Ok(report)
+}
+
+/// Walks every chain (or the one named) into `report`.
+async fn walk(
+    store: &dyn Store,
+    chain: Option<&str>,
+    report: &mut AuditVerification,
+) -> Result<(), StoreError> {
+    let keys = PublicKeys::from_files(&store.provenance_keys().await?);
+    for head in store.audit_chains(chain).await? {
         let rows = store.chain_entries(&head.chain).await?;
         report.chains += 1;
         report.entries += rows.len() as u64;
         report.breaks.extend(verify_chain(&head, &rows, &keys));
     }
-    Ok(report)
+    Ok(())
 }

@@ -290,45 +290,7 @@ pub struct ProvenanceFile {
     /// Always `.rimthan/workflow-session.intoto.json`.
     pub path: String,
     /// The DSSE envelope of the in-toto statement; write it as JSON, unchanged.
-    pub content: ProvenanceEnvelope,
-}
-
-/// A DSSE envelope (`https://github.com/secure-systems-lab/dsse`).
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-pub struct ProvenanceEnvelope {
-    /// The in-toto statement's canonical JSON, base64.
-    pub payload: String,
-    /// Always `application/vnd.in-toto+json`.
-    #[serde(rename = "payloadType")]
-    pub payload_type: String,
-    /// The ed25519 signatures over the DSSE pre-authentication encoding.
-    pub signatures: Vec<ProvenanceSignature>,
-}
-
-/// One signature of an envelope.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-pub struct ProvenanceSignature {
-    /// The provenance key's id, as published.
-    pub keyid: String,
-    /// The signature, base64.
-    pub sig: String,
-}
-
-impl From<crate::provenance::Envelope> for ProvenanceEnvelope {
-    fn from(e: crate::provenance::Envelope) -> Self {
-        Self {
-            payload: e.payload,
-            payload_type: e.payload_type,
-            signatures: e
-                .signatures
-                .into_iter()
-                .map(|s| ProvenanceSignature {
-                    keyid: s.keyid,
-                    sig: s.sig,
-                })
-                .collect(),
-        }
-    }
+    pub content: crate::provenance::Envelope,
 }
 
 /// A validator in a validation plan.

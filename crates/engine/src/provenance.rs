@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use base64::{Engine as _, engine::general_purpose::STANDARD};
 use rimthan_registry::{Sha256Digest, to_canonical_bytes};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{audit::AuditCheck, chain::ChainLink, request::Verdict, session::Session};
@@ -42,24 +43,26 @@ pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A DSSE envelope.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A DSSE envelope (`https://github.com/secure-systems-lab/dsse`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "ProvenanceEnvelope")]
 pub struct Envelope {
-    /// The payload, base64.
+    /// The in-toto statement's canonical JSON, base64.
     pub payload: String,
-    /// Its type.
+    /// Always `application/vnd.in-toto+json`.
     #[serde(rename = "payloadType")]
     pub payload_type: String,
-    /// Its signatures.
+    /// The ed25519 signatures over the DSSE pre-authentication encoding.
     pub signatures: Vec<EnvelopeSignature>,
 }
 
 /// One signature of an envelope.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "ProvenanceSignature")]
 pub struct EnvelopeSignature {
-    /// The signing key's id.
+    /// The provenance key's id, as published.
     pub keyid: String,
-    /// The ed25519 signature over the PAE, base64.
+    /// The signature, base64.
     pub sig: String,
 }
 
@@ -335,7 +338,7 @@ mod tests {
         Statement {
             statement_type: STATEMENT_TYPE.into(),
             subject: vec![Subject {
-                name: "research/question.md".into(),
+                name: "out/report.md".into(),
                 digest: BTreeMap::from([("sha256".into(), "ab".repeat(32))]),
             }],
             predicate_type: PREDICATE_TYPE.into(),

@@ -111,11 +111,13 @@ impl Drop for Scratch {
     }
 }
 
+/// A random suffix: std's hasher keys are random per process and per `RandomState`.
 fn rand_suffix() -> u64 {
     use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(Instant::now().elapsed().as_nanos());
-    h.finish() % 1_000_000
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+        % 1_000_000
 }
 
 fn run_psql(url: &str, args: &[&str]) -> Output {

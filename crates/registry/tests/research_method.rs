@@ -374,11 +374,16 @@ const FINDINGS_RULES: [&str; 3] = ["findings", "certainty", "gap"];
 /// Runs the embedded release's `findings-rules` check (research-study `CHECKED`) on samples,
 /// as the server does: each file under its output path, JSON as the harness wrote it.
 fn release_check_errors(s: &Samples) -> Vec<rimthan_checks::Finding> {
-    let registry = rimthan_registry::verify_embedded().expect("the embedded registry verifies");
-    let release = registry
-        .channel(&"stable".parse().unwrap())
-        .expect("stable channel")
-        .clone();
+    // Verified once: every breaking runs the same check.
+    static STABLE: std::sync::OnceLock<std::sync::Arc<rimthan_registry::VerifiedRelease>> =
+        std::sync::OnceLock::new();
+    let release = STABLE.get_or_init(|| {
+        rimthan_registry::verify_embedded()
+            .expect("the embedded registry verifies")
+            .channel(&"stable".parse().unwrap())
+            .expect("stable channel")
+            .clone()
+    });
     let workflow = release
         .workflow(
             &"research-study".parse().unwrap(),

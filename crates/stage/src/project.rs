@@ -91,9 +91,9 @@ impl Project {
     /// Removes a statement a previous session left, if any.
     pub fn remove_statement(&self) -> Result<(), StageError> {
         let path = self.root.join(crate::STATEMENT_FILE);
-        match fs::symlink_metadata(&path) {
-            Ok(_) => fs::remove_file(&path).map_err(|e| StageError::io(&path, e)),
-            Err(_) => Ok(()),
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StageError::io(&path, e)),
+            _ => Ok(()),
         }
     }
 
@@ -253,8 +253,8 @@ mod tests {
     fn written_files_read_back_with_their_digest() {
         let dir = tempfile::tempdir().unwrap();
         let project = Project::open(dir.path()).unwrap();
-        project.write("research/a.md", b"hello").unwrap();
-        let back = project.read_back("research/a.md").unwrap();
+        project.write("out/a.md", b"hello").unwrap();
+        let back = project.read_back("out/a.md").unwrap();
         assert_eq!(back.sha256, Sha256Digest::of(b"hello"));
         assert!(back.symlink_free);
         assert!(project.write("../escape.md", b"x").is_err());
@@ -266,14 +266,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         let project = Project::open(dir.path()).unwrap();
-        std::fs::create_dir_all(dir.path().join("research")).unwrap();
-        std::fs::write(dir.path().join("research/a.rimthan-stage-tmp"), b"crashed").unwrap();
-        project.write("research/a.md", b"hello").unwrap();
+        std::fs::create_dir_all(dir.path().join("out")).unwrap();
+        std::fs::write(dir.path().join("out/a.rimthan-stage-tmp"), b"crashed").unwrap();
+        project.write("out/a.md", b"hello").unwrap();
         assert_eq!(
-            std::fs::read(dir.path().join("research/a.md")).unwrap(),
+            std::fs::read(dir.path().join("out/a.md")).unwrap(),
             b"hello"
         );
-        assert!(!dir.path().join("research/a.rimthan-stage-tmp").exists());
+        assert!(!dir.path().join("out/a.rimthan-stage-tmp").exists());
 
         std::os::unix::fs::symlink(outside.path(), dir.path().join("notes")).unwrap();
         let err = project.write("notes/b.md", b"x").unwrap_err();
@@ -289,10 +289,8 @@ mod tests {
     fn symlinked_files_are_not_symlink_free() {
         let dir = tempfile::tempdir().unwrap();
         let project = Project::open(dir.path()).unwrap();
-        project
-            .symlink_to_shadow("research/a.md", b"hello")
-            .unwrap();
-        assert!(!project.read_back("research/a.md").unwrap().symlink_free);
-        assert!(project.write("research/a.md", b"again").is_err());
+        project.symlink_to_shadow("out/a.md", b"hello").unwrap();
+        assert!(!project.read_back("out/a.md").unwrap().symlink_free);
+        assert!(project.write("out/a.md", b"again").is_err());
     }
 }

@@ -165,7 +165,7 @@ impl Engine {
         })?;
         Ok(Some(ProvenanceFile {
             path: STATEMENT_PATH.into(),
-            content: sign_statement(&statement, &self.provenance).into(),
+            content: sign_statement(&statement, &self.provenance),
         }))
     }
 

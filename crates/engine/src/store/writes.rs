@@ -58,11 +58,11 @@ where
 {
     // Every chain this batch appends to, locked in one order (sorted), so two transactions that
     // share chains never wait for each other in a cycle (`docs/engine.md` §7.6).
-    let mut chains: BTreeMap<String, (i64, String, bool)> = writes
+    let mut chains: BTreeMap<String, OpenChain> = writes
         .iter()
         .filter_map(|w| match w {
             Write::Insert(_, audit) | Write::Update { audit, .. } | Write::Audit(audit) => {
-                Some((chain_of(audit), (0, String::new(), false)))
+                Some((chain_of(audit), OpenChain::default()))
             }
             Write::Probe => None,
         })
@@ -78,7 +78,8 @@ where
             let length: i64 = row.try_get(1)?;
             let digest: String = row.try_get(2)?;
             if let Some(head) = chains.get_mut(&chain) {
-                *head = (length, digest, false);
+                head.length = length;
+                head.digest = digest;
             }
         }
     }
@@ -123,12 +124,15 @@ where
             }
         });
     }
-    let moved: Vec<_> = chains.iter().filter(|(_, head)| head.2).collect();
+    let moved: Vec<_> = chains.iter().filter(|(_, head)| head.moved).collect();
     if !moved.is_empty() {
         let advance = (sql.chains_advance)(moved.len());
         let mut query = sqlx::query::<DB>(&advance);
-        for (chain, (length, head, _)) in moved {
-            query = query.bind(chain.as_str()).bind(*length).bind(head.as_str());
+        for (chain, head) in moved {
+            query = query
+                .bind(chain.as_str())
+                .bind(head.length)
+                .bind(head.digest.as_str());
         }
         query.execute(&mut *conn).await?;
     }
@@ -170,11 +174,20 @@ where
     Ok(())
 }
 
+/// A chain a batch appends to: its length and head digest as this transaction moves them.
+#[derive(Default)]
+struct OpenChain {
+    length: i64,
+    digest: String,
+    /// Whether the batch appended to it (its head row needs the new length and digest).
+    moved: bool,
+}
+
 async fn insert_audit<DB>(
     conn: &mut DB::Connection,
     sql: &Statements,
     audit: &AuditEntry,
-    chains: &mut BTreeMap<String, (i64, String, bool)>,
+    chains: &mut BTreeMap<String, OpenChain>,
 ) -> Result<(), StoreError>
 where
     DB: Database,
@@ -195,10 +208,12 @@ where
     let head = chains
         .get_mut(&chain)
         .expect("every chain of the batch was opened");
-    let prev = head.1.clone();
-    let index = head.0 + 1;
+    let prev = std::mem::take(&mut head.digest);
+    let index = head.length + 1;
     let digest = entry_digest(&chain, index as u64, &prev, audit);
-    *head = (index, digest.clone(), true);
+    head.length = index;
+    head.digest = digest.clone();
+    head.moved = true;
     sqlx::query::<DB>(sql.insert_audit)
         .bind(audit.session_id.as_ref().map(SessionId::as_str))
         .bind(audit.seq.map(count))
