@@ -12,6 +12,7 @@ mod migration_example;
 mod path_properties;
 mod published;
 mod report_contract;
+mod research_checks;
 mod research_method;
 mod shipped_release;
 mod sources;
