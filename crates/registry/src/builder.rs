@@ -80,6 +80,8 @@ struct StepSource {
     validators: Vec<ValidatorRef>,
     #[serde(default)]
     checks: Vec<check_source::CheckSource>,
+    #[serde(default)]
+    approval: Option<crate::approval::Approval>,
 }
 
 /// An output as an author declares it: [`OutputDecl`] without `example`, which comes only
@@ -472,6 +474,7 @@ impl Builder {
                         .collect(),
                     validators: step.validators,
                     checks: Vec::new(),
+                    approval: step.approval,
                 });
                 paths.push(step_path);
                 texts.push(text);

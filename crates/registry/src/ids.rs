@@ -137,6 +137,11 @@ name_id!(
     /// A channel name such as `stable`.
     ChannelName, "channel name"
 );
+name_id!(
+    /// A role a caller's credentials grant, such as `database-owner`, that a step's approval
+    /// may name.
+    RoleName, "role name"
+);
 
 /// The id of the step every workflow starts with.
 pub const SETUP_STEP: &str = "setup-workspace";

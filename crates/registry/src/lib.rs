@@ -21,6 +21,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod approval;
 mod bootstrap;
 mod builder;
 mod canonical;
@@ -46,6 +47,7 @@ mod signature;
 pub mod uri;
 mod verify;
 
+pub use approval::{Approval, MAX_APPROVERS, MAX_ROLES, Waivers};
 pub use bootstrap::{BOOTSTRAP_ID, BOOTSTRAP_PATH, BOOTSTRAP_SOURCE, MAX_BOOTSTRAP_BYTES};
 pub use builder::{BuildWarning, BuiltRelease, build_release, publish, set_channel};
 pub use canonical::{is_canonical, to_canonical_bytes};
@@ -58,7 +60,7 @@ pub use error::RegistryError;
 pub use files::{MAX_FILE_BYTES, RegistryFiles};
 pub use ids::{
     ArtifactId, AssetId, AssetKind, ChannelName, CheckId, CheckKind, DeliveryMode, Harness,
-    HostCapability, IdError, ReleaseId, SETUP_STEP, SchemaId, StepId, StepKind,
+    HostCapability, IdError, ReleaseId, RoleName, SETUP_STEP, SchemaId, StepId, StepKind,
     ValidatorCapability, ValidatorExecution, ValidatorId, ValidatorIsolation, Version, WorkflowId,
     WritePolicy,
 };

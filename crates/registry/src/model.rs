@@ -269,6 +269,10 @@ pub struct StepDoc {
     /// without checks keep the bytes they were first published with.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<CheckId>,
+    /// Who must sign the step off after its validators and checks pass; omitted when nobody
+    /// must, so steps without it keep the bytes they were first published with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::approval::Approval>,
 }
 
 /// A deterministic check document (`docs/checks.md`): what it reads and what runs.

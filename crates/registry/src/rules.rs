@@ -70,6 +70,9 @@ rules! {
         StepSummaryMismatch = "step_summary_mismatch",
         /// A step entry is not listed by its workflow.
         UnlistedStep = "unlisted_step",
+        /// A step's approval names nobody, asks for too many approvers, or forbids waivers of
+        /// a check it does not run.
+        ApprovalInvalid = "approval_invalid",
     }
 }
 

@@ -259,11 +259,15 @@ impl Structure<'_> {
         let (doc, entry) = (&step.doc, &step.entry);
         let err = |rule, reason: String| self.workflow_error(entry, rule, reason);
         if is_setup {
-            if !doc.outputs.is_empty() || !doc.inputs.is_empty() || !doc.validators.is_empty() {
+            if !doc.outputs.is_empty()
+                || !doc.inputs.is_empty()
+                || !doc.validators.is_empty()
+                || doc.approval.is_some()
+            {
                 return Err(err(
                     WorkflowRule::SetupHasOutputs,
                     "the setup step declares host assets only; \
-                    move outputs, inputs and validators to a work step"
+                    move outputs, inputs, validators and approval to a work step"
                         .into(),
                 ));
             }
@@ -373,6 +377,9 @@ impl Structure<'_> {
                 check_output_example(output, example)
                     .map_err(|(rule, reason)| err(rule, reason))?;
             }
+        }
+        if let Some(problem) = doc.approval.as_ref().and_then(|a| a.problem(&doc.checks)) {
+            return Err(err(WorkflowRule::ApprovalInvalid, problem));
         }
         for v in &doc.validators {
             let Some(validator) = release.validator(&v.id, &v.version) else {
