@@ -62,6 +62,7 @@ fn entry(session: &SessionId, at: &str) -> AuditEntry {
         workflow: None,
         judgement: None,
         checks: Vec::new(),
+        decision: None,
         at: at.into(),
     }
 }

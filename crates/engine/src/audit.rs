@@ -49,7 +49,8 @@ macro_rules! wire_enum {
 }
 
 wire_enum! {
-    /// One of the four workflow operations, named as its tool without the `rimthan.` prefix.
+    /// One of the four workflow operations, named as its tool without the `rimthan.` prefix,
+    /// or one of an approver's three decisions.
     Operation {
         /// `rimthan.start_workflow`.
         StartWorkflow = "start_workflow",
@@ -59,6 +60,12 @@ wire_enum! {
         PrepareStepValidation = "prepare_step_validation",
         /// `rimthan.submit_step_reports`.
         SubmitStepReports = "submit_step_reports",
+        /// An approver approved a step (`/admin` or `rimthan sessions approve`).
+        ApproveStep = "approve_step",
+        /// An approver sent a step back.
+        SendBackStep = "send_back_step",
+        /// An approver waived a failed check's finding.
+        WaiveFinding = "waive_finding",
     }
 }
 
@@ -70,6 +77,8 @@ wire_enum! {
         Active = "active",
         /// A validator failed; the step is to be revised.
         Revise = "revise",
+        /// The step waits for sign-off.
+        AwaitingApproval = "awaiting_approval",
         /// The last step passed.
         Completed = "completed",
         /// A validation plan was issued.
@@ -88,6 +97,7 @@ impl From<Status> for Outcome {
         match status {
             Status::Active => Outcome::Active,
             Status::Revise => Outcome::Revise,
+            Status::AwaitingApproval => Outcome::AwaitingApproval,
             Status::Completed => Outcome::Completed,
         }
     }
@@ -127,8 +137,33 @@ pub struct AuditEntry {
     /// found what; never the text, nor a message (which may quote it).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<AuditCheck>,
+    /// An approver's decision: the step, their note or reason, and what a waiver covers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<AuditDecision>,
     /// RFC 3339 time.
     pub at: String,
+}
+
+/// An approver's decision as the audit log records it (`docs/engine.md` §6.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditDecision {
+    /// The step decided on.
+    pub step: String,
+    /// The note (approve, send back) or reason (waive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// A waiver's check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_id: Option<String>,
+    /// A waiver's rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// A waiver's output path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// A waiver's output digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_sha256: Option<String>,
 }
 
 /// A workflow id and version, as the audit log records them.

@@ -151,6 +151,27 @@ codes! {
     CapabilityEscalation = "capability_escalation",
     /// A report read a path that is not a declared input.
     UndeclaredInputRead = "undeclared_input_read",
+
+    // Sign-off (`docs/engine.md` §6.2).
+    /// The session waits for sign-off of its step; no tool call can advance it.
+    AwaitingApproval = "awaiting_approval",
+    /// The caller may not decide on this step: not named by its approval, the session's own
+    /// participant, or of another organization.
+    ApprovalNotAllowed = "approval_not_allowed",
+    /// The session is not waiting for sign-off of this step.
+    ApprovalNotPending = "approval_not_pending",
+    /// The session changed since the revision the approver looked at.
+    ApprovalStale = "approval_stale",
+    /// This approver already approved this step.
+    ApprovalAlreadyGiven = "approval_already_given",
+    /// A send-back or waiver without its note or reason, or one too long.
+    ApprovalNoteRequired = "approval_note_required",
+    /// The step is approved only once every failed check's finding is waived.
+    ApprovalFindingsUnwaived = "approval_findings_unwaived",
+    /// The step allows no waiver of this check's findings.
+    WaiverNotAllowed = "waiver_not_allowed",
+    /// No unwaived finding of this check, rule and path waits for sign-off.
+    WaiverNotFound = "waiver_not_found",
 }
 
 impl fmt::Display for Code {

@@ -9,6 +9,7 @@
 //! report set and advances, asks for a revision, or completes. The engine knows nothing of MCP or
 //! HTTP: the MCP crate translates tool calls into these requests and results back.
 
+pub mod approval;
 mod attestation;
 mod audit;
 mod blockers;
@@ -29,7 +30,7 @@ mod session;
 pub mod store;
 mod view;
 
-pub use audit::{AuditEntry, Judgement, Operation, Outcome, WorkflowRef};
+pub use audit::{AuditDecision, AuditEntry, Judgement, Operation, Outcome, WorkflowRef};
 pub use bounds::{MAX_FORBIDDEN_PATHS, MAX_GLOB_BYTES, MAX_SCHEMA_ERROR_CHARS, MAX_SCHEMA_ERRORS};
 pub use checkpoint::{Checkpoint, CheckpointKey, MIN_SECRET_BYTES};
 pub use checks::{CheckFinding, CheckRecord, CheckVerdict, MAX_KEPT_CHECK_FINDINGS};

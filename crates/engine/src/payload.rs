@@ -258,7 +258,7 @@ pub struct SessionFile {
 /// The active-step payload of `start_workflow`, `get_active_step` and `submit_step_reports`.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct ActivePayload {
-    /// `active`, `revise` or `completed`.
+    /// `active`, `revise`, `awaiting_approval` or `completed`.
     pub status: Status,
     /// Session id.
     pub session_id: String,
@@ -282,6 +282,44 @@ pub struct ActivePayload {
     /// file (`docs/operations/evidence.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provenance: Option<ProvenanceFile>,
+    /// When awaiting approval: who may sign the step off and what they have decided so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalPayload>,
+}
+
+/// A step waiting for sign-off, as the participant's harness sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct ApprovalPayload {
+    /// The step.
+    pub step: String,
+    /// Distinct approvals the step needs.
+    pub approvals_needed: u8,
+    /// Approvals given so far.
+    pub approvals: Vec<crate::approval::Signoff>,
+    /// Whether facilitators of the session's organization may approve.
+    pub facilitators: bool,
+    /// Roles whose holders may approve.
+    pub roles: Vec<String>,
+    /// Whether the session's own participant may approve.
+    pub self_approval: bool,
+    /// Failed check findings an approver must waive (or send the step back for).
+    pub waivable: Vec<Finding>,
+    /// Findings waived so far.
+    pub waivers: Vec<crate::approval::Waiver>,
+    /// What approvers see: the outputs' paths and digests, the reports and check results of the
+    /// step's last round, in the facilitator's view or `rimthan sessions show`.
+    pub outputs: Vec<ApprovalOutput>,
+}
+
+/// An output an approval covers.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct ApprovalOutput {
+    /// Its path.
+    pub path: String,
+    /// Its sha256.
+    pub sha256: String,
+    /// Its size.
+    pub bytes: u64,
 }
 
 /// The signed provenance statement of a completed session, as a file to keep in Git.

@@ -163,6 +163,12 @@ pub struct StepEvidence {
     /// Its deterministic checks on the outputs that passed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<AuditCheck>,
+    /// Who signed it off, when its approval asked for it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<crate::approval::Signoff>,
+    /// The failed check findings an approver waived, each with its reason.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waivers: Vec<crate::approval::Waiver>,
 }
 
 /// One validator's report on a step.
@@ -233,10 +239,17 @@ pub fn session_statement(session: &Session, facts: &StatementFacts) -> Statement
                 .and_then(|(_, rounds)| rounds.last())
                 .map(|round| round.checks.iter().map(AuditCheck::from).collect())
                 .unwrap_or_default();
+            let signed = session
+                .signoffs
+                .iter()
+                .find(|(s, _)| s.as_str() == id)
+                .map(|(_, signed)| signed.clone());
             StepEvidence {
                 id: id.clone(),
                 validators,
                 checks,
+                approvals: signed.as_ref().map(|s| s.approvals.clone()).unwrap_or_default(),
+                waivers: signed.map(|s| s.waivers).unwrap_or_default(),
             }
         })
         .collect();

@@ -85,6 +85,8 @@ pub enum Status {
     Active,
     /// A validator failed the step; the harness revises and prepares again.
     Revise,
+    /// The step passed and waits for people its approval names to sign it off.
+    AwaitingApproval,
     /// Every step completed.
     Completed,
 }
@@ -95,13 +97,19 @@ impl Status {
         match self {
             Status::Active => "active",
             Status::Revise => "revise",
+            Status::AwaitingApproval => "awaiting_approval",
             Status::Completed => "completed",
         }
     }
 
     /// The status a wire spelling names, if any.
     pub fn from_wire(text: &str) -> Option<Self> {
-        [Status::Active, Status::Revise, Status::Completed]
+        [
+            Status::Active,
+            Status::Revise,
+            Status::AwaitingApproval,
+            Status::Completed,
+        ]
             .into_iter()
             .find(|s| s.as_str() == text)
     }
@@ -269,10 +277,26 @@ pub struct Session {
     /// absent in sessions stored before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_entered_at: Option<String>,
+    /// The step waiting for sign-off (status `awaiting_approval`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::approval::PendingApproval>,
+    /// Who signed off each step that needed it, and what they waived.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub signoffs: BTreeMap<StepId, SignedOff>,
     /// RFC 3339 time of creation.
     pub created_at: String,
     /// RFC 3339 time of the last change.
     pub updated_at: String,
+}
+
+/// How a step was signed off.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignedOff {
+    /// The approvals, in order.
+    pub approvals: Vec<crate::approval::Signoff>,
+    /// The findings waived.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waivers: Vec<crate::approval::Waiver>,
 }
 
 /// One judged submission of a step's reports.

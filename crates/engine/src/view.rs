@@ -284,6 +284,28 @@ impl<'r> Pinned<'r> {
                 .collect(),
             _ => Vec::new(),
         };
+        let approval = session.approval.as_ref().and_then(|pending| {
+            let declared = step?.doc().approval.as_ref()?;
+            Some(crate::payload::ApprovalPayload {
+                step: pending.step.to_string(),
+                approvals_needed: declared.approvers,
+                approvals: pending.approvals.clone(),
+                facilitators: declared.facilitators,
+                roles: declared.roles.iter().map(ToString::to_string).collect(),
+                self_approval: declared.self_approval,
+                waivable: pending.waivable.clone(),
+                waivers: pending.waivers.clone(),
+                outputs: pending
+                    .outputs
+                    .iter()
+                    .map(|(path, a)| crate::payload::ApprovalOutput {
+                        path: path.clone(),
+                        sha256: a.sha256.to_string(),
+                        bytes: a.bytes,
+                    })
+                    .collect(),
+            })
+        });
         ActivePayload {
             status: session.status,
             session_id: session.id.to_string(),
@@ -311,6 +333,7 @@ impl<'r> Pinned<'r> {
             session_file: self.session_file(session, &checkpoint, server),
             findings: session.findings.clone(),
             provenance: None,
+            approval,
         }
     }
 }

@@ -28,7 +28,7 @@ fn releases() -> Arc<Releases> {
     releases_built_from(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/checked"))
 }
 
-fn start() -> StartRequest {
+pub(crate) fn start() -> StartRequest {
     StartRequest {
         workflow_id: "release-note".parse().unwrap(),
         workflow_version: None,
@@ -50,7 +50,7 @@ fn start() -> StartRequest {
 
 /// The attestation of a harness that wrote `files` (path → text) and sends the text of every
 /// output and input the payload marks `send_text`.
-fn attest(payload: &ActivePayload, files: &BTreeMap<&str, &str>) -> OutputAttestation {
+pub(crate) fn attest(payload: &ActivePayload, files: &BTreeMap<&str, &str>) -> OutputAttestation {
     let step = payload.step.as_ref().unwrap();
     OutputAttestation {
         artifacts: step
@@ -88,7 +88,7 @@ fn attest(payload: &ActivePayload, files: &BTreeMap<&str, &str>) -> OutputAttest
     }
 }
 
-fn prepare_with(payload: &ActivePayload, att: OutputAttestation) -> PrepareRequest {
+pub(crate) fn prepare_with(payload: &ActivePayload, att: OutputAttestation) -> PrepareRequest {
     PrepareRequest {
         checkpoint: payload.checkpoint.clone(),
         step_id: payload.step.as_ref().unwrap().id.clone(),

@@ -1,5 +1,6 @@
 //! Engine behaviour tests: one binary, one module per concern.
 
+mod approvals;
 mod artifact_fuzz;
 mod attestations;
 mod audit_chain;

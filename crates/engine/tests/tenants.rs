@@ -132,6 +132,7 @@ pub(crate) async fn a_key_reused_by_its_owner_finds_the_session_an_earlier_versi
         workflow: None,
         judgement: None,
         checks: Vec::new(),
+        decision: None,
         at: session.created_at.clone(),
     };
     store.insert_session(&session, &audit).await.unwrap();

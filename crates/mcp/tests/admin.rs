@@ -298,6 +298,7 @@ async fn a_session_refused_without_end_shows_its_latest_calls_only() {
             workflow: None,
             judgement: None,
             checks: Vec::new(),
+            decision: None,
             at: "2026-12-04T00:00:00Z".into(),
         };
         store.append_audit(&refusal).await.unwrap();
@@ -387,6 +388,7 @@ async fn a_session_page_shows_its_chain_and_links_its_signed_statement() {
         workflow: None,
         judgement: None,
         checks: Vec::new(),
+        decision: None,
         at: "2026-12-04T00:00:00Z".into(),
     };
     store.append_audit(&refusal).await.unwrap();

@@ -13,6 +13,7 @@
 
 mod access;
 mod active_step;
+mod approve;
 mod prepare;
 mod record;
 mod start;

@@ -98,6 +98,9 @@ impl Engine {
         session: &Session,
         req: &PrepareRequest,
     ) -> Result<PlanRecord, Vec<Failure>> {
+        if session.status == Status::AwaitingApproval {
+            return Err(vec![awaiting_approval(session)]);
+        }
         let step = pinned
             .active_step(session)
             .filter(|_| session.status != Status::Completed);
@@ -223,4 +226,15 @@ impl Engine {
             instructions,
         })
     }
+}
+
+/// The refusal of a tool call that would move a session waiting for sign-off.
+pub(super) fn awaiting_approval(session: &Session) -> Failure {
+    let step = session.approval.as_ref().map(|p| p.step.as_str());
+    Failure::new(
+        Code::AwaitingApproval,
+        "this step waits for sign-off; no tool call can advance it. Tell the participant who may \
+         approve it, and call rimthan.get_active_step later to see the decision",
+    )
+    .with("step", step)
 }

@@ -38,6 +38,7 @@ impl Engine {
             }),
             judgement: None,
             checks: Vec::new(),
+            decision: None,
             at: now_rfc3339(),
         }
     }

@@ -144,6 +144,8 @@ impl Engine {
             last_change: Some(change.clone()),
             revise_rounds: 0,
             step_entered_at: Some(now.clone()),
+            approval: None,
+            signoffs: Default::default(),
             created_at: now.clone(),
             updated_at: now,
         };

@@ -1,8 +1,11 @@
 //! `rimthan.submit_step_reports`: check the report set against the pending plan, then advance,
 //! ask for a revision, or complete.
 
+use std::collections::BTreeMap;
+
 use super::{ChangeCall, Decision, Engine, Evidence, SERVER_NAME};
 use crate::{
+    approval::PendingApproval,
     audit::{Judgement, Operation, Outcome},
     checks::CheckRecord,
     codes::{Code, Failure},
@@ -10,7 +13,7 @@ use crate::{
     payload::StepResult,
     reports::check_reports,
     request::{Report, SubmitRequest, Verdict},
-    session::{ChangeTool, Finding, Principal, Session, Status, now_rfc3339, seconds_between},
+    session::{AcceptedArtifact, ChangeTool, Finding, Principal, Session, Status, now_rfc3339, seconds_between},
     view::Pinned,
 };
 
@@ -43,6 +46,9 @@ impl Engine {
                 let payload = pinned.active_payload(session, &self.key, SERVER_NAME);
                 let audit = self.audit(TOOL, Some(session), Outcome::Replayed, principal);
                 return Ok(Decision::Answer(StepResult::Active(Box::new(payload)), audit));
+            }
+            if session.status == Status::AwaitingApproval {
+                return refuse(session, vec![super::prepare::awaiting_approval(session)]);
             }
             let plan = match &session.plan {
                 Some(plan) if plan.id == req.validation_id => plan,
@@ -88,27 +94,37 @@ impl Engine {
             };
             judgement.failed.sort();
             judgement.failed.dedup();
-            if failing.is_empty() && failed_checks.is_empty() {
-                let entered = match (&session.step_entered_at, session.step_index) {
-                    (Some(at), _) => Some(at.as_str()),
-                    (None, 0) => Some(session.created_at.as_str()),
-                    (None, _) => None,
-                };
-                judgement.seconds = entered.and_then(|at| seconds_between(at, &now));
-                next.step_entered_at = Some(now.clone());
-                next.ledger.extend(plan.outputs);
-                next.step_index += 1;
-                next.status = if next.step_index == pinned.workflow.steps().len() {
-                    Status::Completed
-                } else {
-                    Status::Active
-                };
-                next.findings.clear();
-            } else {
+            let approval = pinned
+                .workflow
+                .steps()
+                .get(session.step_index)
+                .and_then(|s| s.doc().approval.as_ref());
+            // Failed checks wait for an approver only when every one of them may be waived.
+            let waivable = approval.is_some_and(|a| {
+                failed_checks
+                    .iter()
+                    .all(|c| c.id.parse().is_ok_and(|id| a.waivable(&id)))
+            });
+            if !failing.is_empty() || (!failed_checks.is_empty() && !waivable) {
                 next.status = Status::Revise;
                 next.revise_rounds += 1;
                 next.findings = check_findings(&failed_checks);
                 next.findings.extend(findings_of(&failing));
+            } else if approval.is_some() {
+                next.status = Status::AwaitingApproval;
+                next.findings.clear();
+                next.approval = Some(PendingApproval {
+                    step: plan.step.clone(),
+                    outputs: plan.outputs,
+                    waivable: check_findings(&failed_checks)
+                        .into_iter()
+                        .filter(|f| f.severity == "error")
+                        .collect(),
+                    approvals: Vec::new(),
+                    waivers: Vec::new(),
+                });
+            } else {
+                judgement.seconds = advance(&mut next, session, plan.outputs, &pinned, &now);
             }
             next.last_change = Some(change.clone());
             next.seq += 1;
@@ -138,9 +154,35 @@ impl Engine {
     }
 }
 
+/// Moves `next` past its active step with `outputs` accepted: to the next step, or completed.
+/// Returns the seconds the step took, when its entry time is known.
+pub(super) fn advance(
+    next: &mut Session,
+    session: &Session,
+    outputs: BTreeMap<String, AcceptedArtifact>,
+    pinned: &Pinned<'_>,
+    now: &str,
+) -> Option<u64> {
+    let entered = match (&session.step_entered_at, session.step_index) {
+        (Some(at), _) => Some(at.as_str()),
+        (None, 0) => Some(session.created_at.as_str()),
+        (None, _) => None,
+    };
+    next.step_entered_at = Some(now.to_owned());
+    next.ledger.extend(outputs);
+    next.step_index += 1;
+    next.status = if next.step_index == pinned.workflow.steps().len() {
+        Status::Completed
+    } else {
+        Status::Active
+    };
+    next.findings.clear();
+    entered.and_then(|at| seconds_between(at, now))
+}
+
 /// The findings of the failed checks, each located at its path and line. A check's findings
 /// were bounded when it ran.
-fn check_findings(failed: &[&CheckRecord]) -> Vec<Finding> {
+pub(super) fn check_findings(failed: &[&CheckRecord]) -> Vec<Finding> {
     failed
         .iter()
         .flat_map(|c| {

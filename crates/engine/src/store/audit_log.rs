@@ -75,6 +75,7 @@ pub(crate) struct AuditRow {
     failed: Option<String>,
     seconds: Option<i64>,
     checks: Option<String>,
+    decision: Option<String>,
 }
 
 impl TryFrom<AuditRow> for AuditEntry {
@@ -122,6 +123,10 @@ impl TryFrom<AuditRow> for AuditEntry {
                 Some(json) => serde_json::from_str::<Vec<AuditCheck>>(json)
                     .map_err(|_| corrupt("check results"))?,
             },
+            decision: row
+                .decision
+                .map(|json| serde_json::from_str(&json).map_err(|_| corrupt("decision")))
+                .transpose()?,
             at: row.at,
         })
     }

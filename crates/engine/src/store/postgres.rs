@@ -137,10 +137,10 @@ const STATEMENTS: Statements = Statements {
         RETURNING id",
     insert_audit: "INSERT INTO audit_log (session_id, seq, tool, outcome, codes, \
         attestation_sha256, reports_sha256, principal, at, organization, workflow, \
-        workflow_version, step, step_index, failed, seconds, checks, chain, chain_index, \
-        prev_sha256, entry_sha256) \
+        workflow_version, step, step_index, failed, seconds, checks, decision, chain, \
+        chain_index, prev_sha256, entry_sha256) \
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-        $18, $19, $20, $21)",
+        $18, $19, $20, $21, $22)",
     chains_open,
     chains_advance,
     // 64 KiB that do not compress, so they need fresh pages as a change does: a full disk
@@ -160,7 +160,8 @@ const CHAINS: ChainStatements = ChainStatements {
     unchained: "SELECT * FROM audit_log WHERE chain IS NULL AND id >= \
         (SELECT first_chained FROM audit_chain_start WHERE id = 1) ORDER BY id",
     completion: "SELECT chain_index, entry_sha256 FROM audit_log WHERE chain = $1 \
-        AND tool = 'submit_step_reports' AND outcome = 'completed' ORDER BY id LIMIT 1",
+        AND tool IN ('submit_step_reports', 'approve_step') AND outcome = 'completed' \
+        ORDER BY id LIMIT 1",
     keys: "SELECT key_id, public_key FROM provenance_keys ORDER BY added_at, key_id",
     add_key: "INSERT INTO provenance_keys (key_id, public_key, added_at) VALUES ($1, $2, $3) \
         ON CONFLICT (key_id) DO NOTHING",

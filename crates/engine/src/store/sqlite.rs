@@ -244,9 +244,9 @@ const STATEMENTS: Statements = Statements {
         status = ?, step_index = ?, revise_rounds = ? WHERE id = ? AND revision = ? RETURNING id",
     insert_audit: "INSERT INTO audit_log (session_id, seq, tool, outcome, codes, \
         attestation_sha256, reports_sha256, principal, at, organization, workflow, \
-        workflow_version, step, step_index, failed, seconds, checks, chain, chain_index, \
-        prev_sha256, entry_sha256) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        workflow_version, step, step_index, failed, seconds, checks, decision, chain, \
+        chain_index, prev_sha256, entry_sha256) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     chains_open,
     chains_advance,
     // Fresh pages, as a change's: a full disk refuses this as it refuses a new session.
@@ -264,7 +264,8 @@ const CHAINS: ChainStatements = ChainStatements {
     unchained: "SELECT * FROM audit_log WHERE chain IS NULL AND id >= \
         (SELECT first_chained FROM audit_chain_start WHERE id = 1) ORDER BY id",
     completion: "SELECT chain_index, entry_sha256 FROM audit_log WHERE chain = ? \
-        AND tool = 'submit_step_reports' AND outcome = 'completed' ORDER BY id LIMIT 1",
+        AND tool IN ('submit_step_reports', 'approve_step') AND outcome = 'completed' \
+        ORDER BY id LIMIT 1",
     keys: "SELECT key_id, public_key FROM provenance_keys ORDER BY added_at, key_id",
     add_key: "INSERT INTO provenance_keys (key_id, public_key, added_at) VALUES (?, ?, ?) \
         ON CONFLICT (key_id) DO NOTHING",

@@ -203,6 +203,10 @@ where
     let failed = judgement.map(|j| encode_names(&j.failed));
     let checks = (!audit.checks.is_empty())
         .then(|| serde_json::to_string(&audit.checks).expect("check results serialize"));
+    let decision = audit
+        .decision
+        .as_ref()
+        .map(|d| serde_json::to_string(d).expect("decisions serialize"));
     let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     let chain = chain_of(audit);
     let head = chains
@@ -232,6 +236,7 @@ where
         .bind(failed.as_deref())
         .bind(judgement.and_then(|j| j.seconds).map(count))
         .bind(checks.as_deref())
+        .bind(decision.as_deref())
         .bind(chain.as_str())
         .bind(Some(index))
         .bind(Some(prev.as_str()))

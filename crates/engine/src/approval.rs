@@ -1,0 +1,216 @@
+//! Sign-off of a step that declares `approval` (`docs/engine.md` §6.2): what a session waiting
+//! for it holds, who may decide, and what each decision records. The engine never learns who a
+//! person is from the request: the caller's verified credentials say it ([`Approver`]).
+
+use std::collections::BTreeMap;
+
+use rimthan_registry::{Approval, CheckId, RoleName, Sha256Digest, StepId};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    codes::{Code, Failure},
+    session::{AcceptedArtifact, Finding, Principal, SessionId},
+};
+
+/// The longest note or reason an approver may give, in bytes.
+pub const MAX_NOTE_BYTES: usize = 4096;
+
+/// A step that passed its validators, waiting for sign-off (status `awaiting_approval`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    /// The step.
+    pub step: StepId,
+    /// The outputs the sign-off covers; they join the ledger when the step is approved.
+    pub outputs: BTreeMap<String, AcceptedArtifact>,
+    /// Error findings of failed checks; each must be waived before the step can be approved.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waivable: Vec<Finding>,
+    /// Approvals given so far, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<Signoff>,
+    /// Findings waived so far, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waivers: Vec<Waiver>,
+}
+
+/// One person's approval of a step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Signoff {
+    /// Who approved: their credentials' subject.
+    pub subject: String,
+    /// Their organization, when their credentials name one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organization: Option<String>,
+    /// RFC 3339 time.
+    pub at: String,
+    /// What they said, if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A failed check's finding an approver accepted, with their reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Waiver {
+    /// The step.
+    pub step: String,
+    /// The check.
+    pub check_id: String,
+    /// The check's rule.
+    pub rule: String,
+    /// The output the finding is in.
+    pub path: String,
+    /// That output's sha256 when waived: a changed output is judged again, unwaived.
+    #[schemars(with = "String")]
+    pub output_sha256: Sha256Digest,
+    /// Who waived it.
+    pub subject: String,
+    /// Why.
+    pub reason: String,
+    /// RFC 3339 time.
+    pub at: String,
+}
+
+/// Which sessions a facilitator may act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FacilitatorOf {
+    /// Not a facilitator.
+    Nobody,
+    /// Their own organization's sessions.
+    OwnOrganization,
+    /// Every organization's sessions.
+    Everyone,
+}
+
+/// Who is deciding, as their verified credentials say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approver {
+    /// Their subject and organization.
+    pub principal: Principal,
+    /// Whether they are a facilitator, and of whom.
+    pub facilitator: FacilitatorOf,
+    /// The roles their credentials grant.
+    pub roles: Vec<RoleName>,
+}
+
+/// What an approver decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Approve the step, with an optional note.
+    Approve {
+        /// The note.
+        note: Option<String>,
+    },
+    /// Send the step back for revision; the note becomes a finding.
+    SendBack {
+        /// Why.
+        note: String,
+    },
+    /// Accept one failed check's finding.
+    Waive {
+        /// The check.
+        check: CheckId,
+        /// Its rule.
+        rule: String,
+        /// The output path the finding is in.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A decision on a session waiting for sign-off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionRequest {
+    /// The session.
+    pub session: SessionId,
+    /// The step the approver looked at.
+    pub step: StepId,
+    /// The session revision the approver looked at: a decision on anything older is refused.
+    pub revision: u64,
+    /// The decision.
+    pub decision: Decision,
+}
+
+/// What a decision did.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum DecisionResult {
+    /// The decision was recorded.
+    Recorded {
+        /// The session's status after it.
+        status: crate::session::Status,
+        /// Its revision after it.
+        revision: u64,
+        /// Approvals given, after it.
+        approvals: usize,
+        /// Approvals the step needs.
+        approvals_needed: u8,
+        /// Failed check findings still to be waived.
+        unwaived: usize,
+    },
+    /// Refused; nothing changed.
+    Refused {
+        /// Why.
+        failure: Failure,
+    },
+}
+
+/// Whether `approver` may decide on a step of `approval` in a session started by `participant`.
+pub(crate) fn may_decide(
+    approval: &Approval,
+    approver: &Approver,
+    participant: Option<&Principal>,
+) -> Result<(), Failure> {
+    let own = participant.is_some_and(|p| p.subject == approver.principal.subject);
+    if own && !approval.self_approval {
+        return Err(Failure::new(
+            Code::ApprovalNotAllowed,
+            "you started this session, and this step must be signed off by someone else",
+        ));
+    }
+    let same_org = participant
+        .and_then(|p| p.organization.as_deref())
+        .is_some_and(|o| approver.principal.organization.as_deref() == Some(o));
+    let facilitator = approval.facilitators
+        && match approver.facilitator {
+            FacilitatorOf::Everyone => true,
+            FacilitatorOf::OwnOrganization => same_org || participant.is_none(),
+            FacilitatorOf::Nobody => false,
+        };
+    let holds_role = approver.roles.iter().any(|r| approval.roles.contains(r));
+    let org_ok = participant.and_then(|p| p.organization.as_ref()).is_none() || same_org;
+    if facilitator || (holds_role && org_ok) {
+        return Ok(());
+    }
+    let mut who = Vec::new();
+    if approval.facilitators {
+        who.push("a facilitator of the session's organization".to_owned());
+    }
+    if !approval.roles.is_empty() {
+        let roles: Vec<&str> = approval.roles.iter().map(RoleName::as_str).collect();
+        who.push(format!(
+            "someone of the session's organization holding the role {}",
+            roles.join(" or ")
+        ));
+    }
+    Err(Failure::new(
+        Code::ApprovalNotAllowed,
+        format!("this step is signed off by {}", who.join(", or ")),
+    ))
+}
+
+/// A note or reason: required where `required`, at most [`MAX_NOTE_BYTES`], trimmed.
+pub(crate) fn note(text: Option<&str>, required: bool, what: &str) -> Result<Option<String>, Failure> {
+    let text = text.map(str::trim).filter(|t| !t.is_empty());
+    match text {
+        None if required => Err(Failure::new(
+            Code::ApprovalNoteRequired,
+            format!("give a {what}: the participant and the audit log read it"),
+        )),
+        Some(t) if t.len() > MAX_NOTE_BYTES => Err(Failure::new(
+            Code::ApprovalNoteRequired,
+            format!("the {what} is {} bytes; keep it to {MAX_NOTE_BYTES}", t.len()),
+        )),
+        other => Ok(other.map(str::to_owned)),
+    }
+}
