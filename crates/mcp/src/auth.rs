@@ -18,7 +18,7 @@ use jsonwebtoken::{
     jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, KeyAlgorithm},
 };
 use rimthan_engine::Principal;
-use rimthan_registry::Sha256Digest;
+use rimthan_registry::{RoleName, Sha256Digest};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -82,6 +82,8 @@ pub struct JwtRules {
     pub organization_claim: String,
     /// The claims that grant the facilitator role.
     pub facilitator: FacilitatorClaims,
+    /// The claim whose values are the caller's roles, if any.
+    pub roles_claim: Option<String>,
     /// Allowed algorithms, in order of preference for keys that declare none.
     pub algorithms: Vec<Algorithm>,
 }
@@ -213,6 +215,9 @@ struct TokenEntry {
     /// Opens the facilitator's view: `organization` or `all`.
     #[serde(default)]
     facilitator: Option<Sight>,
+    /// Roles a step's approval may name.
+    #[serde(default)]
+    roles: Vec<RoleName>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -237,7 +242,7 @@ pub(crate) enum Credentials {
 
 impl Credentials {
     /// Parses a token file: `{"tokens": [{"sha256", "principal", "organization", "scopes",
-    /// "facilitator"}]}`.
+    /// "facilitator", "roles"}]}`.
     pub(crate) fn tokens(text: &str) -> Result<Self, String> {
         let file: TokenFile = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let mut table = BTreeMap::new();
@@ -254,6 +259,7 @@ impl Credentials {
                 },
                 scopes: entry.scopes,
                 facilitator: entry.facilitator,
+                roles: entry.roles,
             };
             if table.insert(digest, caller).is_some() {
                 return Err(format!("tokens[{i}] repeats a token hash"));
@@ -346,6 +352,7 @@ impl Credentials {
                     },
                     scopes: scopes_of(&claims),
                     facilitator: rules.facilitator.sight(&claims),
+                    roles: crate::caller::roles_in(&claims, rules.roles_claim.as_deref()),
                 })
             }
         }

@@ -4,7 +4,11 @@
 
 use std::str::FromStr;
 
-use rimthan_engine::Principal;
+use rimthan_engine::{
+    Principal,
+    approval::{Approver, FacilitatorOf},
+};
+use rimthan_registry::RoleName;
 use serde::Deserialize;
 
 /// Which sessions a facilitator sees.
@@ -26,7 +30,48 @@ pub struct Caller {
     pub scopes: Vec<String>,
     /// Whether, and how widely, it opens `/admin`.
     pub facilitator: Option<Sight>,
+    /// The roles it grants, which a step's approval may name (`docs/engine.md` §6.2).
+    pub roles: Vec<RoleName>,
 }
+
+impl Caller {
+    /// The caller as an approver of steps that need sign-off.
+    pub fn approver(&self) -> Approver {
+        Approver {
+            principal: self.principal.clone(),
+            facilitator: match self.facilitator {
+                None => FacilitatorOf::Nobody,
+                Some(Sight::Organization) => FacilitatorOf::OwnOrganization,
+                Some(Sight::All) => FacilitatorOf::Everyone,
+            },
+            roles: self.roles.clone(),
+        }
+    }
+}
+
+/// The roles a JWT's `claim` grants: its string value split on spaces, or its array's strings;
+/// a value that is not a role name is skipped.
+pub(crate) fn roles_in(
+    claims: &serde_json::Map<String, serde_json::Value>,
+    claim: Option<&str>,
+) -> Vec<RoleName> {
+    let values: Vec<&str> = match claim.and_then(|c| claims.get(c)) {
+        Some(serde_json::Value::String(s)) => s.split_whitespace().collect(),
+        Some(serde_json::Value::Array(items)) => items.iter().filter_map(|i| i.as_str()).collect(),
+        _ => Vec::new(),
+    };
+    let mut roles: Vec<RoleName> = values
+        .into_iter()
+        .take(MAX_CLAIMED_ROLES)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    roles.sort();
+    roles.dedup();
+    roles
+}
+
+/// The most role values read from one token's claim.
+const MAX_CLAIMED_ROLES: usize = 64;
 
 /// A claim whose value grants a role, written `CLAIM=VALUE`: granted when the claim is that
 /// string, or an array holding it, or a space-separated list naming it.

@@ -17,6 +17,7 @@ mod caller;
 mod catalogue;
 pub mod conn;
 mod credentials;
+pub mod decision_client;
 mod framing;
 pub mod http;
 mod metrics;

@@ -297,13 +297,17 @@ fn max_age(headers: &hyper::HeaderMap) -> Option<Duration> {
     })
 }
 
-type Client = hyper_util::client::legacy::Client<
+type Client<B = Empty<Bytes>> = hyper_util::client::legacy::Client<
     hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-    Empty<Bytes>,
+    B,
 >;
 
 /// rustls with the ring provider and the system's root certificates.
-fn http_client() -> Result<Client, String> {
+pub(crate) fn http_client<B>() -> Result<Client<B>, String>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+{
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_native_roots(provider)

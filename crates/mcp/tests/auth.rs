@@ -297,6 +297,7 @@ pub(crate) fn rules(issuer: &str, audience: &str) -> JwtRules {
         audience: audience.into(),
         organization_claim: "org".into(),
         facilitator: Default::default(),
+        roles_claim: Some("roles".into()),
         algorithms: DEFAULT_ALGORITHMS.to_vec(),
     }
 }

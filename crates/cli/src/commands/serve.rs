@@ -127,6 +127,10 @@ pub(crate) struct ServeArgs {
     /// subject, for every organization's sessions.
     #[arg(long, env = "RIMTHAN_FACILITATOR_ALL_CLAIM")]
     facilitator_all_claim: Option<String>,
+    /// With --auth jwt or oidc: the claim whose values are the caller's roles, which a step's
+    /// approval may name (a string of space-separated roles or an array).
+    #[arg(long, env = "RIMTHAN_ROLES_CLAIM")]
+    roles_claim: Option<String>,
     /// The scope callers need.
     #[arg(long, env = "RIMTHAN_REQUIRED_SCOPE", default_value = rimthan_mcp::auth::DEFAULT_SCOPE)]
     required_scope: String,
@@ -384,6 +388,7 @@ impl ServeArgs {
                 organization: grant("--facilitator-claim", &self.facilitator_claim)?,
                 all: grant("--facilitator-all-claim", &self.facilitator_all_claim)?,
             },
+            roles_claim: self.roles_claim.clone(),
             algorithms,
         })
     }

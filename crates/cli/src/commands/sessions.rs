@@ -16,13 +16,19 @@ use serde_json::json;
 
 use super::InputError;
 
-/// Read the sessions a server's store holds.
+/// Read the sessions a server's store holds, and sign off steps that wait for approval.
 #[derive(Debug, Subcommand)]
 pub(crate) enum SessionsCommand {
     /// List sessions, most recently changed first.
     List(ListArgs),
     /// Show one session: its timeline, latest findings and accepted outputs.
     Show(ShowArgs),
+    /// Approve the step a session waits for sign-off of, on a running server.
+    Approve(ApproveArgs),
+    /// Send the step a session waits for sign-off of back for revision, with a note.
+    SendBack(SendBackArgs),
+    /// Waive one failed check's finding of the step a session waits for sign-off of.
+    Waive(WaiveArgs),
 }
 
 /// Where the sessions are.
@@ -40,7 +46,7 @@ struct StoreArgs {
 pub(crate) struct ListArgs {
     #[command(flatten)]
     store: StoreArgs,
-    /// Only sessions in this status: active, revise or completed.
+    /// Only sessions in this status: active, revise, awaiting_approval or completed.
     #[arg(long)]
     status: Option<String>,
     /// Only sessions of this workflow id.
@@ -74,6 +80,93 @@ pub(crate) struct ShowArgs {
     json: bool,
 }
 
+/// The running server a decision goes to, and whose token decides.
+#[derive(Debug, Args)]
+struct ServerArgs {
+    /// The server's base URL.
+    #[arg(long, env = "RIMTHAN_SERVER", default_value = "http://127.0.0.1:8787")]
+    server: String,
+    /// The environment variable that holds your bearer token (never the token itself).
+    #[arg(long, default_value = "RIMTHAN_TOKEN")]
+    token_env: String,
+    /// The session id.
+    id: String,
+    /// The step waiting for sign-off.
+    #[arg(long)]
+    step: String,
+    /// The session revision you looked at (`sessions show --json`); default: as it stands.
+    #[arg(long)]
+    revision: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ApproveArgs {
+    #[command(flatten)]
+    target: ServerArgs,
+    /// A note for the record.
+    #[arg(long)]
+    note: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SendBackArgs {
+    #[command(flatten)]
+    target: ServerArgs,
+    /// What to change; the participant sees it as a finding.
+    #[arg(long)]
+    note: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WaiveArgs {
+    #[command(flatten)]
+    target: ServerArgs,
+    /// The check whose finding is waived.
+    #[arg(long)]
+    check: String,
+    /// The check's rule.
+    #[arg(long)]
+    rule: String,
+    /// The output path the finding is in.
+    #[arg(long)]
+    path: String,
+    /// Why the finding is acceptable.
+    #[arg(long)]
+    reason: String,
+}
+
+impl ServerArgs {
+    /// Posts `decision` and prints the answer; a refusal is an error naming its code.
+    async fn post(&self, mut decision: serde_json::Value) -> anyhow::Result<()> {
+        let token = std::env::var(&self.token_env).map_err(|_| {
+            InputError(format!(
+                "set {} to your bearer token (--token-env names another variable)",
+                self.token_env
+            ))
+        })?;
+        decision["step"] = json!(self.step);
+        if let Some(revision) = self.revision {
+            decision["revision"] = json!(revision);
+        }
+        let (status, answer) =
+            rimthan_mcp::decision_client::post_decision(&self.server, &self.id, &token, &decision)
+                .await
+                .map_err(anyhow::Error::msg)?;
+        println!("{}", serde_json::to_string_pretty(&answer)?);
+        if answer["result"] == "recorded" {
+            Ok(())
+        } else {
+            let failure = &answer["failure"];
+            Err(InputError(format!(
+                "refused ({status}): {} ({})",
+                failure["message"].as_str().unwrap_or("no message"),
+                failure["code"].as_str().unwrap_or("no code")
+            ))
+            .into())
+        }
+    }
+}
+
 impl SessionsCommand {
     pub(crate) fn run(self) -> anyhow::Result<()> {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -82,6 +175,18 @@ impl SessionsCommand {
         match self {
             SessionsCommand::List(args) => runtime.block_on(args.run()),
             SessionsCommand::Show(args) => runtime.block_on(args.run()),
+            SessionsCommand::Approve(args) => runtime.block_on(
+                args.target
+                    .post(json!({"action": "approve", "note": args.note})),
+            ),
+            SessionsCommand::SendBack(args) => runtime.block_on(
+                args.target
+                    .post(json!({"action": "send_back", "note": args.note})),
+            ),
+            SessionsCommand::Waive(args) => runtime.block_on(args.target.post(json!({
+                "action": "waive", "check": args.check, "rule": args.rule,
+                "path": args.path, "note": args.reason,
+            }))),
         }
     }
 }
@@ -109,7 +214,7 @@ impl ListArgs {
             None => None,
             Some(s) => Some(Status::from_wire(s).ok_or_else(|| {
                 InputError(format!(
-                    "--status {:?}: use active, revise or completed",
+                    "--status {:?}: use active, revise, awaiting_approval or completed",
                     s.chars().take(32).collect::<String>()
                 ))
             })?),

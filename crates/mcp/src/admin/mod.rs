@@ -7,18 +7,20 @@
 //! authentication it is served only when the server listens on loopback.
 
 mod charts;
+mod decisions;
 mod pages;
 mod reports;
+mod signoff;
 
 use std::sync::Arc;
 
 use axum::{
     Extension, Form, Router,
-    extract::{Path, Query, Request, State},
+    extract::{DefaultBodyLimit, Path, Query, Request, State},
     http::{HeaderMap, HeaderValue, StatusCode, header},
     middleware::{self, Next},
     response::{IntoResponse, Redirect, Response},
-    routing::get,
+    routing::{get, post},
 };
 use rimthan_engine::{
     Engine, SessionId, SessionQuery, StatsQuery, Status,
@@ -34,6 +36,9 @@ pub const PAGE_ROWS: u32 = 50;
 
 /// Longest filter or path value accepted, in bytes.
 pub const MAX_FIELD_BYTES: usize = 128;
+
+/// Largest form or JSON body a decision may post: a note at its bound and the other fields.
+const MAX_FORM_BYTES: usize = 16 * 1024;
 
 /// The cookie the login form sets: the facilitator's bearer token, sent back only to `/admin`.
 const COOKIE: &str = "rimthan_admin";
@@ -54,6 +59,10 @@ pub(crate) struct Viewer {
     subject: Option<String>,
     /// Their organization, when they see only its sessions.
     organization: Option<String>,
+    /// Who they are as an approver; none without authentication.
+    approver: Option<rimthan_engine::approval::Approver>,
+    /// The token they signed in with, which their forms' CSRF tokens are bound to.
+    login: Option<String>,
 }
 
 impl Viewer {
@@ -141,6 +150,7 @@ fn page(status: StatusCode, markup: maud::Markup) -> Response {
 struct AdminState {
     engine: Arc<Engine>,
     access: Access,
+    csrf: decisions::CsrfKey,
 }
 
 /// Who may look, and the `Host` values the view answers to.
@@ -156,6 +166,7 @@ pub fn router(engine: Arc<Engine>, access: Access, allowed_hosts: &[String]) -> 
     let state = AdminState {
         engine,
         access: access.clone(),
+        csrf: decisions::CsrfKey::generate(),
     };
     let gate = Gate {
         access: access.clone(),
@@ -166,8 +177,18 @@ pub fn router(engine: Arc<Engine>, access: Access, allowed_hosts: &[String]) -> 
         .route("/admin/sessions/{id}", get(session))
         .route("/admin/sessions/{id}/provenance.json", get(provenance))
         .route("/admin/workflows/{id}/{version}", get(workflow))
+        .route("/admin/sessions/{id}/decide", post(decisions::form))
         .route_layer(middleware::from_fn_with_state(gate.clone(), admit))
-        .with_state(state.clone());
+        .with_state(state.clone())
+        .merge(
+            Router::new()
+                .route(
+                    "/admin/api/sessions/{id}/decisions",
+                    post(decisions::api),
+                )
+                .with_state(state.clone()),
+        )
+        .layer(DefaultBodyLimit::max(MAX_FORM_BYTES));
     let routes = match access {
         Access::Loopback => guarded,
         Access::Facilitators(_) => guarded.merge(
@@ -254,11 +275,15 @@ async fn viewer_of(auth: &Auth, token: Option<&str>) -> Result<Viewer, Refusal> 
              or identity granted the facilitator role.",
         )),
         Some(Sight::All) => Ok(Viewer {
+            approver: Some(caller.approver()),
+            login: Some(token.to_owned()),
             subject: Some(caller.principal.subject),
             organization: None,
         }),
-        Some(Sight::Organization) => match caller.principal.organization {
+        Some(Sight::Organization) => match caller.principal.organization.clone() {
             Some(organization) => Ok(Viewer {
+                approver: Some(caller.approver()),
+                login: Some(token.to_owned()),
                 subject: Some(caller.principal.subject),
                 organization: Some(organization),
             }),
@@ -276,6 +301,8 @@ async fn admit(State(gate): State<Gate>, mut request: Request, next: Next) -> Re
         Access::Loopback => Viewer {
             subject: None,
             organization: None,
+            approver: None,
+            login: None,
         },
         Access::Facilitators(auth) => {
             match viewer_of(auth, presented_token(request.headers())).await {
@@ -450,9 +477,19 @@ async fn session(
         .map(step_ids)
         .unwrap_or_default();
     let chain = rimthan_engine::chain::verify_session_chain(&**store, &id).await?;
+    let csrf = viewer.login.as_deref().map(|login| state.csrf.token(login));
+    let sign_off = signoff::panel(&session, csrf.as_deref());
     Ok(page(
         StatusCode::OK,
-        pages::session(&state.access, &viewer, &session, &steps, &timeline, &chain),
+        pages::session(
+            &state.access,
+            &viewer,
+            &session,
+            &steps,
+            &timeline,
+            &chain,
+            sign_off,
+        ),
     ))
 }
 

@@ -15,7 +15,12 @@ use super::{
 /// Timeline rows a session page shows at most (the latest).
 pub(super) const TIMELINE_ROWS: u32 = 500;
 
-const STATUSES: [Status; 3] = [Status::Active, Status::Revise, Status::Completed];
+const STATUSES: [Status; 4] = [
+    Status::Active,
+    Status::Revise,
+    Status::AwaitingApproval,
+    Status::Completed,
+];
 
 // Colours meet WCAG AA contrast on white; focus is always visible.
 const STYLE: &str = "
@@ -262,6 +267,7 @@ pub(super) fn session(
     steps: &[String],
     timeline: &[AuditEntry],
     chain: &AuditVerification,
+    sign_off: Markup,
 ) -> Markup {
     let id = session.id.to_string();
     let at = position(
@@ -311,6 +317,7 @@ pub(super) fn session(
                     }
                 }
             }
+            (sign_off)
             h2 { "Timeline" }
             @if shown.len() < timeline.len() {
                 p { "The latest " (shown.len()) " calls; " code { "rimthan sessions show " (id) } " prints them all." }

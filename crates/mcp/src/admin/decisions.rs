@@ -1,0 +1,293 @@
+//! The first write actions of the facilitator's view (`docs/operations/facilitator.md` §6):
+//! approving a step, sending it back with a note, and waiving a failed check's finding.
+//!
+//! Two doors lead to the same `Engine::decide`. A browser posts a form from the session page,
+//! authenticated by the login cookie; since a browser attaches that cookie to any site's post,
+//! the form must also carry a CSRF token (an HMAC of the login token under a key this process
+//! drew at start) and come from this server's origin. A program (`rimthan sessions approve`)
+//! posts JSON with its own bearer token in `Authorization`, which no other site can make a
+//! browser send, so it needs no CSRF token; it is refused the cookie. Who may decide is the
+//! engine's to say, from the caller's verified identity; unauthenticated callers never may.
+
+use axum::{
+    Extension, Form, Json,
+    extract::{Path, State},
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Redirect, Response},
+};
+use hmac::{Hmac, Mac};
+use rimthan_engine::{
+    SessionId,
+    approval::{Approver, Decision, DecisionRequest, DecisionResult},
+};
+use serde::Deserialize;
+use serde_json::json;
+use sha2::Sha256;
+
+use super::{AdminState, Refusal, Viewer, bounded, same_origin};
+use crate::auth;
+
+/// Longest note or reason accepted, in bytes: the engine's bound, checked before it runs.
+const MAX_NOTE_BYTES: usize = rimthan_engine::approval::MAX_NOTE_BYTES;
+
+/// The key CSRF tokens are made with: drawn once per process, so a restart signs everyone's
+/// open forms out, which is the safe side.
+#[derive(Clone)]
+pub(crate) struct CsrfKey([u8; 32]);
+
+impl CsrfKey {
+    pub(crate) fn generate() -> Self {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).expect("the operating system's random source works");
+        Self(key)
+    }
+
+    fn mac(&self, login: &str) -> Hmac<Sha256> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key size");
+        mac.update(login.as_bytes());
+        mac
+    }
+
+    /// The token a form of this login carries.
+    pub(crate) fn token(&self, login: &str) -> String {
+        hex::encode(self.mac(login).finalize().into_bytes())
+    }
+
+    /// Whether `token` is this login's, compared in constant time.
+    fn holds(&self, login: &str, token: &str) -> bool {
+        hex::decode(token).is_ok_and(|bytes| self.mac(login).verify_slice(&bytes).is_ok())
+    }
+}
+
+impl std::fmt::Debug for CsrfKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CsrfKey(..)")
+    }
+}
+
+/// A decision as a form or a JSON body states it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DecisionInput {
+    /// `approve`, `send_back` or `waive`.
+    action: String,
+    step: String,
+    /// The revision the approver looked at; a program may leave it out to decide on the
+    /// session as it stands.
+    #[serde(default)]
+    revision: Option<u64>,
+    #[serde(default)]
+    note: Option<String>,
+    #[serde(default)]
+    check: Option<String>,
+    #[serde(default)]
+    rule: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+    /// The form's CSRF token (forms only).
+    #[serde(default)]
+    csrf: Option<String>,
+}
+
+impl DecisionInput {
+    /// The engine's request, or what is wrong with the input.
+    fn request(&self, session: SessionId, current: u64) -> Result<DecisionRequest, Refusal> {
+        let step = bounded("step", &self.step)?
+            .parse()
+            .map_err(|_| Refusal::bad_input("The step is not a step id."))?;
+        let note = match self.note.as_deref() {
+            Some(n) if n.len() > MAX_NOTE_BYTES => {
+                return Err(Refusal::bad_input(format!(
+                    "Keep the note to {MAX_NOTE_BYTES} bytes."
+                )));
+            }
+            other => other.map(str::to_owned),
+        };
+        let field = |name: &str, value: &Option<String>| -> Result<String, Refusal> {
+            let value = value.as_deref().unwrap_or("");
+            Ok(bounded(name, value)?.to_owned())
+        };
+        let decision = match self.action.as_str() {
+            "approve" => Decision::Approve { note },
+            "send_back" => Decision::SendBack {
+                note: note.unwrap_or_default(),
+            },
+            "waive" => Decision::Waive {
+                check: field("check", &self.check)?
+                    .parse()
+                    .map_err(|_| Refusal::bad_input("The check is not a check id."))?,
+                rule: field("rule", &self.rule)?,
+                path: field("path", &self.path)?,
+                reason: note.unwrap_or_default(),
+            },
+            _ => {
+                return Err(Refusal::bad_input(
+                    "The action is approve, send_back or waive.",
+                ));
+            }
+        };
+        Ok(DecisionRequest {
+            session,
+            step,
+            revision: self.revision.unwrap_or(current),
+            decision,
+        })
+    }
+}
+
+/// The session a path names, and its current revision.
+async fn session_of(state: &AdminState, id: &str) -> Result<(SessionId, u64), Refusal> {
+    let unknown = || Refusal::not_found("There is no session with this id.");
+    let id: SessionId = bounded("session id", id)?.parse().map_err(|_| unknown())?;
+    let revision = state
+        .engine
+        .revision(&id)
+        .await
+        .map_err(|e| Refusal::new(StatusCode::SERVICE_UNAVAILABLE, "Try again", e.to_string()))?
+        .ok_or_else(unknown)?;
+    Ok((id, revision))
+}
+
+/// The HTTP status a refused decision answers with.
+fn refused_status(code: &str) -> StatusCode {
+    match code {
+        "approval_not_allowed" => StatusCode::FORBIDDEN,
+        "session_not_found" => StatusCode::NOT_FOUND,
+        "approval_note_required" => StatusCode::BAD_REQUEST,
+        _ => StatusCode::CONFLICT,
+    }
+}
+
+/// `POST /admin/sessions/{id}/decide`: a form of the session page.
+pub(crate) async fn form(
+    State(state): State<AdminState>,
+    Extension(viewer): Extension<Viewer>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Form(input): Form<DecisionInput>,
+) -> Result<Response, Refusal> {
+    let forbidden = |message: &str| {
+        Refusal::new(
+            StatusCode::FORBIDDEN,
+            "This decision was refused",
+            message.to_owned(),
+        )
+    };
+    if !same_origin(&headers) {
+        return Err(forbidden("The form was posted from another site."));
+    }
+    let (Some(approver), Some(login)) = (viewer.approver.as_ref(), viewer.login.as_deref()) else {
+        return Err(forbidden(
+            "Decisions need a signed-in approver; this view is open without authentication.",
+        ));
+    };
+    let valid = input
+        .csrf
+        .as_deref()
+        .is_some_and(|t| state.csrf.holds(login, t));
+    if !valid {
+        return Err(forbidden(
+            "The form's token does not match your sign-in; reload the page and decide again.",
+        ));
+    }
+    let (session, current) = session_of(&state, &id).await?;
+    if input.revision.is_none() {
+        return Err(Refusal::bad_input("The form names no revision."));
+    }
+    let request = input.request(session.clone(), current)?;
+    match decide(&state, request, approver).await? {
+        DecisionResult::Recorded { .. } => {
+            Ok(Redirect::to(&format!("/admin/sessions/{session}")).into_response())
+        }
+        DecisionResult::Refused { failure } => Err(Refusal::new(
+            refused_status(failure.code.as_str()),
+            "This decision was refused",
+            format!("{} ({})", failure.message, failure.code),
+        )),
+    }
+}
+
+/// `POST /admin/api/sessions/{id}/decisions`: the same decision as JSON, for programs.
+pub(crate) async fn api(
+    State(state): State<AdminState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(input): Json<DecisionInput>,
+) -> Response {
+    let answer = |status: StatusCode, body: serde_json::Value| (status, Json(body)).into_response();
+    let refusal = |status: StatusCode, code: &str, message: &str| {
+        answer(status, json!({"result": "refused", "failure": {"code": code, "message": message, "detail": {}}}))
+    };
+    let super::Access::Facilitators(credentials) = &state.access else {
+        return refusal(
+            StatusCode::FORBIDDEN,
+            "approval_not_allowed",
+            "decisions need authenticated approvers; this server runs without authentication",
+        );
+    };
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(auth::bearer_token);
+    let Some(token) = token else {
+        return refusal(
+            StatusCode::UNAUTHORIZED,
+            "approval_not_allowed",
+            "send your own token as Authorization: Bearer",
+        );
+    };
+    let caller = match credentials.verifier.verify(token).await {
+        Ok(caller) => caller,
+        Err(reason) => {
+            return refusal(
+                StatusCode::UNAUTHORIZED,
+                "approval_not_allowed",
+                &format!("the server refused the token: {reason}"),
+            );
+        }
+    };
+    if input.csrf.is_some() {
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            "invalid_arguments",
+            "csrf belongs to forms; a program authenticates with its bearer token",
+        );
+    }
+    let result = async {
+        let (session, current) = session_of(&state, &id).await?;
+        let request = input.request(session, current)?;
+        decide(&state, request, &caller.approver()).await
+    }
+    .await;
+    match result {
+        Ok(result) => {
+            let status = match &result {
+                DecisionResult::Recorded { .. } => StatusCode::OK,
+                DecisionResult::Refused { failure } => refused_status(failure.code.as_str()),
+            };
+            answer(status, serde_json::to_value(result).expect("results serialize"))
+        }
+        Err(refusal) => {
+            let status = refusal.status;
+            answer(
+                status,
+                json!({"result": "refused", "failure": {"code": "invalid_arguments", "message": refusal.message, "detail": {}}}),
+            )
+        }
+    }
+}
+
+async fn decide(
+    state: &AdminState,
+    request: DecisionRequest,
+    approver: &Approver,
+) -> Result<DecisionResult, Refusal> {
+    state.engine.decide(request, approver).await.map_err(|e| {
+        tracing::warn!(error = %e, "a decision could not be recorded");
+        Refusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Try again",
+            format!("The decision could not be recorded: {e}."),
+        )
+    })
+}

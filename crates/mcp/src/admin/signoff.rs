@@ -1,0 +1,113 @@
+//! The session page's sign-off panel (`docs/operations/facilitator.md` §6): for a session
+//! waiting for sign-off, what the approval covers (the outputs' digests, the last round's
+//! reports and check results, the findings to waive) and, for a signed-in approver, the forms
+//! that approve, send back and waive. Whether this approver may decide is the engine's to say
+//! when they post; the page shows the forms to every signed-in facilitator.
+
+use maud::{Markup, html};
+use rimthan_engine::{Session, Status, Verdict};
+
+/// The panel, empty unless the session waits for sign-off. `csrf` is the signed-in viewer's
+/// form token; without one, the page explains that deciding needs a sign-in.
+pub(super) fn panel(session: &Session, csrf: Option<&str>) -> Markup {
+    let Some(pending) = session
+        .approval
+        .as_ref()
+        .filter(|_| session.status == Status::AwaitingApproval)
+    else {
+        return html! {};
+    };
+    let step = pending.step.to_string();
+    let round = session
+        .report_rounds
+        .get(&pending.step)
+        .and_then(|rounds| rounds.last());
+    let action = format!("/admin/sessions/{}/decide", session.id);
+    let hidden = |csrf: &str| {
+        html! {
+            input type="hidden" name="csrf" value=(csrf);
+            input type="hidden" name="step" value=(step);
+            input type="hidden" name="revision" value=(session.revision);
+        }
+    };
+    html! {
+        section id="sign-off" aria-labelledby="sign-off-title" {
+            h2 id="sign-off-title" { "Sign-off of " code { (step) } }
+            p { "This step passed its validators and waits for approval. Approvals given: "
+                (pending.approvals.len()) "." }
+            @if !pending.approvals.is_empty() {
+                ul id="approvals" {
+                    @for a in &pending.approvals {
+                        li { (a.subject) " at " (a.at)
+                            @if let Some(note) = &a.note { ": " (note) } }
+                    }
+                }
+            }
+            h3 { "Outputs" }
+            table id="approval-outputs" {
+                thead { tr { th scope="col" { "Path" } th scope="col" { "sha256" } th scope="col" { "Bytes" } } }
+                tbody {
+                    @for (path, artifact) in &pending.outputs {
+                        tr { td { code { (path) } } td { code { (artifact.sha256) } } td.n { (artifact.bytes) } }
+                    }
+                }
+            }
+            @if let Some(round) = round {
+                h3 { "Reports and checks of round " (round.round) }
+                ul id="approval-reports" {
+                    @for r in &round.reports {
+                        li { (r.validator_id) " " (r.validator_version) ": "
+                            (if r.verdict == Verdict::Pass { "pass" } else { "fail" })
+                            " — " (r.summary) }
+                    }
+                    @for c in &round.checks {
+                        li { "check " (c.id) ": " (if c.failed() { "fail" } else { "pass" }) " (" (c.finding_count) " findings)" }
+                    }
+                }
+            }
+            @if !pending.waivable.is_empty() {
+                h3 { "Check findings to waive or send back" }
+                ul id="waivable" {
+                    @for f in &pending.waivable {
+                        li {
+                            (f.check_id.as_deref().unwrap_or("")) " · " (f.rule.as_deref().unwrap_or(""))
+                            " · " (f.path.as_deref().unwrap_or(""))
+                            @if let Some(line) = f.line { ":" (line) }
+                            ": " (f.message)
+                            @if let Some(csrf) = csrf {
+                                form method="post" action=(action) class="waive" {
+                                    (hidden(csrf))
+                                    input type="hidden" name="action" value="waive";
+                                    input type="hidden" name="check" value=(f.check_id.as_deref().unwrap_or(""));
+                                    input type="hidden" name="rule" value=(f.rule.as_deref().unwrap_or(""));
+                                    input type="hidden" name="path" value=(f.path.as_deref().unwrap_or(""));
+                                    label { "Reason " input type="text" name="note" required maxlength="4096"; }
+                                    button type="submit" { "Waive" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @if let Some(csrf) = csrf {
+                form method="post" action=(action) id="approve" {
+                    (hidden(csrf))
+                    input type="hidden" name="action" value="approve";
+                    label for="approve-note" { "Note (optional)" }
+                    textarea id="approve-note" name="note" maxlength="4096" {}
+                    button type="submit" { "Approve" }
+                }
+                form method="post" action=(action) id="send-back" {
+                    (hidden(csrf))
+                    input type="hidden" name="action" value="send_back";
+                    label for="send-back-note" { "What to change (required)" }
+                    textarea id="send-back-note" name="note" required maxlength="4096" {}
+                    button type="submit" { "Send back" }
+                }
+            } @else {
+                p.notice { "Deciding needs a signed-in approver: start the server with "
+                    code { "--auth" } " and sign in." }
+            }
+        }
+    }
+}
