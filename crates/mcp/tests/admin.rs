@@ -42,7 +42,7 @@ pub(crate) struct Answer {
     pub(crate) body: String,
 }
 
-async fn send(addr: std::net::SocketAddr, request: String) -> Answer {
+pub(crate) async fn send(addr: std::net::SocketAddr, request: String) -> Answer {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream.write_all(request.as_bytes()).await.unwrap();

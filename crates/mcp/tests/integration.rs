@@ -11,6 +11,7 @@ mod http;
 mod operation;
 mod profiles;
 mod resources;
+mod sign_off;
 mod tasks;
 mod tenants;
 mod tools;

@@ -35,17 +35,25 @@ pub fn releases() -> Arc<Releases> {
 /// A release built from the source folder `source` as 2027.01.0, signed with a fresh key, as the
 /// only release of `stable`.
 pub fn releases_built_from(source: &std::path::Path) -> Arc<Releases> {
+    Arc::new(Releases::new(
+        registry_built_from(source),
+        "stable".parse().unwrap(),
+    ))
+}
+
+/// The registry `registry build` makes of `source`, as release 2027.01.0 on `stable`, verified
+/// as an external registry is.
+pub fn registry_built_from(source: &std::path::Path) -> rimthan_registry::VerifiedRegistry {
     let out = tempfile::tempdir().unwrap();
     let release = "2027.01.0".parse().unwrap();
     let key = SigningKey::generate().unwrap();
     publish(out.path(), &build_release(source, &release, &key).unwrap()).unwrap();
     set_channel(out.path(), &"stable".parse().unwrap(), &release).unwrap();
-    let registry = verify_registry(
+    verify_registry(
         &RegistryFiles::from_dir(out.path()).unwrap(),
         &external_policy(),
     )
-    .unwrap();
-    Arc::new(Releases::new(registry, "stable".parse().unwrap()))
+    .unwrap()
 }
 
 /// An engine on the embedded default registry over `store`.

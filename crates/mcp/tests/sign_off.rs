@@ -1,0 +1,241 @@
+//! Sign-off over real HTTP (`docs/operations/facilitator.md` §6): a participant's harness drives
+//! a step that needs approval to `awaiting_approval` with tool calls; a facilitator sends it back
+//! from the session page's form (which needs the page's CSRF token and this server's origin);
+//! the harness reads `revise` with the note, resubmits, and two approvers complete it, one by
+//! the form and one by the JSON door a program uses with its own token. Who may not decide is
+//! refused with a named code. Runs the test workflow of `crates/engine/tests/data/signed-off/`.
+
+use std::{path::Path, sync::Arc};
+
+use rimthan_mcp::{
+    Profile,
+    admin::Access,
+    auth::{Auth, Verifier},
+};
+use rimthan_registry::Sha256Digest;
+use rmcp::{
+    ServiceExt,
+    transport::{
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use serde_json::{Value, json};
+
+use crate::admin::{Answer, get_as, send};
+use crate::common::*;
+
+fn registry() -> rimthan_registry::VerifiedRegistry {
+    rimthan_testkit::engine::registry_built_from(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/data/signed-off"),
+    )
+}
+
+fn token_file(dir: &Path) -> std::path::PathBuf {
+    let hash = |t: &str| Sha256Digest::of(t.as_bytes()).to_string();
+    let file = json!({"tokens": [
+        {"sha256": hash("pat"), "principal": "pat", "organization": "acme", "scopes": ["rimthan:workflow"]},
+        {"sha256": hash("ann"), "principal": "ann", "organization": "acme", "facilitator": "organization"},
+        {"sha256": hash("rui"), "principal": "rui", "organization": "acme", "roles": ["release-manager"]},
+        {"sha256": hash("oz"), "principal": "oz", "organization": "globex", "facilitator": "organization"},
+    ]});
+    let path = dir.join("tokens.json");
+    std::fs::write(&path, file.to_string()).unwrap();
+    path
+}
+
+const PLAN: &str = r#"{"title": "Add a sales channel", "risks": ["backfill load"]}"#;
+const NOTE: &str =
+    "# Add a sales channel\n\n## Risks\n\n- The backfill loads the primary (data team).\n";
+const SQL: &str =
+    "SET statement_timeout = '5s';\nALTER TABLE orders ADD COLUMN sales_channel text;\n";
+
+fn file_of(path: &str) -> &'static str {
+    match path {
+        "plan/plan.json" => PLAN,
+        "note/note.md" => NOTE,
+        "note/migrate.sql" => SQL,
+        other => panic!("no file {other}"),
+    }
+}
+
+/// Prepares the active step with the files above and submits passing reports.
+async fn pass(client: &Client, start: &Value, payload: &Value) -> Value {
+    let step = &payload["step"];
+    let mut prepare = json!({"checkpoint": payload["checkpoint"], "step_id": step["id"]});
+    if step["id"] == "setup-workspace" {
+        let deliveries: Vec<Value> = payload["host_assets"].as_array().unwrap().iter().map(|a| {
+            let local = a.get("project_local_path").cloned();
+            let mut d = json!({"kind": a["kind"], "id": a["id"], "version": a["version"], "sha256": a["sha256"],
+                "delivery_mode": if local.is_some() { "project-local" } else { "dynamic-context" }});
+            if let Some(path) = local { d["path"] = path; }
+            d
+        }).collect();
+        prepare["host_attestation"] = json!({"harness": "codex", "adapter": start["host"]["adapter"],
+            "capabilities": start["host"]["capabilities"],
+            "validator_capabilities": start["host"]["validator_capabilities"], "deliveries": deliveries});
+    } else {
+        let artifacts: Vec<Value> = step["outputs"].as_array().unwrap().iter().map(|o| {
+            let text = file_of(o["path"].as_str().unwrap());
+            let mut a = json!({"artifact_id": o["artifact_id"], "path": o["path"], "owner_step": o["owner_step"],
+                "media_type": o["media_type"], "bytes": text.len(),
+                "sha256": Sha256Digest::of(text.as_bytes()).to_string(),
+                "symlink_free": true, "read_back": true, "write_policy": o["write_policy"]});
+            if !o["schema"].is_null() {
+                a["schema_sha256"] = o["schema"]["sha256"].clone();
+                a["content"] = serde_json::from_str(text).unwrap();
+            }
+            if o["send_text"] == true {
+                a["text"] = json!(text);
+            }
+            a
+        }).collect();
+        let inputs: Vec<Value> = step["inputs"].as_array().unwrap().iter()
+            .filter(|i| i["send_text"] == true)
+            .map(|i| json!({"artifact_id": i["artifact_id"], "path": i["path"], "text": file_of(i["path"].as_str().unwrap())}))
+            .collect();
+        prepare["output_attestation"] = json!({"artifacts": artifacts, "inputs": inputs});
+    }
+    let plan = structured(&call(client, rimthan_mcp::PREPARE, prepare).await);
+    assert_eq!(plan["status"], "ready", "{plan:#}");
+    let reports: Vec<Value> = plan["validators"].as_array().unwrap().iter().map(|v| json!({
+        "validator_id": v["id"], "validator_version": v["version"], "verdict": "pass",
+        "summary": "Checked.", "findings": [],
+        "inputs_read": v["inputs"].as_array().unwrap().iter().map(|i| i["path"].clone()).collect::<Vec<_>>(),
+        "capabilities_used": v["capabilities"]})).collect();
+    let submit = json!({"checkpoint": payload["checkpoint"], "validation_id": plan["validation_id"], "reports": reports});
+    structured(&call(client, rimthan_mcp::SUBMIT, submit).await)
+}
+
+async fn read(client: &Client, payload: &Value) -> Value {
+    structured(&call(client, rimthan_mcp::ACTIVE_STEP, json!({"checkpoint": payload["checkpoint"]})).await)
+}
+
+/// The value of the first `name="<name>" value="..."` input of a page.
+fn field(page: &str, name: &str) -> String {
+    let needle = format!(r#"name="{name}" value=""#);
+    let at = page.find(&needle).unwrap_or_else(|| panic!("no {name} in {page}")) + needle.len();
+    page[at..].split('"').next().unwrap().to_owned()
+}
+
+async fn post_form(addr: std::net::SocketAddr, path: &str, token: &str, origin: &str, body: &str) -> Answer {
+    send(
+        addr,
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nCookie: rimthan_admin={token}\r\nOrigin: {origin}\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+    .await
+}
+
+async fn post_json(addr: std::net::SocketAddr, path: &str, auth: &str, body: &Value) -> (u16, Value) {
+    let body = body.to_string();
+    let answer = send(
+        addr,
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+    .await;
+    (answer.status, serde_json::from_str(&answer.body).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = token_file(dir.path());
+    let served = http_server_with(server_on(registry(), Profile::WorkflowEngine).await, |config| {
+        let auth = Arc::new(Auth {
+            verifier: Verifier::tokens_from_file(&file).unwrap(),
+            resource: format!("http://{}/mcp", config.listen),
+            authorization_servers: vec![],
+            scope: "rimthan:workflow".into(),
+        });
+        config.admin = Some(Access::Facilitators(auth.clone()));
+        config.auth = Some(auth);
+    })
+    .await;
+    let addr = served.addr;
+    let origin = format!("http://{addr}");
+    let transport = StreamableHttpClientTransportConfig::with_uri(served.url.clone())
+        .auth_header("pat".to_owned());
+    let client = ().serve(StreamableHttpClientTransport::from_config(transport)).await.unwrap();
+    let start = json!({"workflow_id": "release-note", "host": {
+        "harness": "codex", "adapter": {"id": "codex", "version": "1.1.0"},
+        "capabilities": ["mcp.tools", "mcp.resources", "mcp.prompts", "native-subagents",
+            "scoped-inputs", "read-only-capabilities", "structured-reports", "project-local-assets"],
+        "validator_capabilities": ["workspace.read"]}});
+    let mut payload = structured(&call(&client, rimthan_mcp::START, start.clone()).await);
+    while payload["step"]["id"] != "write-note" {
+        payload = pass(&client, &start, &payload).await;
+    }
+    let waiting = pass(&client, &start, &payload).await;
+    assert_eq!(waiting["status"], "awaiting_approval", "{waiting:#}");
+    assert_eq!(waiting["approval"]["approvals_needed"], 2);
+    let session = waiting["session_id"].as_str().unwrap().to_owned();
+    let page_path = format!("/admin/sessions/{session}");
+    let decide = format!("{page_path}/decide");
+    let api = format!("/admin/api/sessions/{session}/decisions");
+
+    // The page shows the outputs' digests and the forms with this sign-in's token.
+    let page = get_as(addr, &page_path, "ann").await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains(r#"id="sign-off""#), "{}", page.body);
+    assert!(page.body.contains(&Sha256Digest::of(NOTE.as_bytes()).to_string()));
+    let csrf = field(&page.body, "csrf");
+    let revision = field(&page.body, "revision");
+
+    // A form without the token, with another sign-in's token, or from another site changes nothing.
+    let send_back = |csrf: &str| {
+        format!("csrf={csrf}&step=write-note&revision={revision}&action=send_back&note=Batch+the+backfill.")
+    };
+    for (token, form, from) in [
+        ("ann", send_back(""), origin.as_str()),
+        ("oz", send_back(&csrf), origin.as_str()),
+        ("ann", send_back(&csrf), "https://evil.example"),
+    ] {
+        let refused = post_form(addr, &decide, token, from, &form).await;
+        assert_eq!(refused.status, 403, "{}", refused.body);
+    }
+    assert_eq!(read(&client, &waiting).await["status"], "awaiting_approval");
+
+    // Sent back from the view: the harness reads revise with the note, and resubmits.
+    let sent = post_form(addr, &decide, "ann", &origin, &send_back(&csrf)).await;
+    assert_eq!(sent.status, 303, "{}", sent.body);
+    let revise = read(&client, &waiting).await;
+    assert_eq!(revise["status"], "revise", "{revise:#}");
+    let finding = revise["findings"][0]["message"].as_str().unwrap();
+    assert!(finding.contains("Batch the backfill.") && finding.contains("ann"), "{finding}");
+    let waiting = pass(&client, &start, &revise).await;
+    assert_eq!(waiting["status"], "awaiting_approval");
+
+    // The JSON door: the participant, another organization and a cookie are refused.
+    let approve = json!({"action": "approve", "step": "write-note"});
+    let (status, answer) = post_json(addr, &api, "Authorization: Bearer pat\r\n", &approve).await;
+    assert_eq!((status, answer["failure"]["code"].as_str()), (403, Some("approval_not_allowed")));
+    let (status, answer) = post_json(addr, &api, "Authorization: Bearer oz\r\n", &approve).await;
+    assert_eq!((status, answer["failure"]["code"].as_str()), (403, Some("approval_not_allowed")));
+    let (status, _) = post_json(addr, &api, "Cookie: rimthan_admin=rui\r\n", &approve).await;
+    assert_eq!(status, 401);
+    let (status, answer) = post_json(addr, &api, "Authorization: Bearer rui\r\n", &approve).await;
+    assert_eq!(status, 200, "{answer:#}");
+    assert_eq!(answer["approvals"], 1);
+    let (status, answer) = post_json(addr, &api, "Authorization: Bearer rui\r\n", &approve).await;
+    assert_eq!((status, answer["failure"]["code"].as_str()), (409, Some("approval_already_given")));
+
+    // The second approval, from the view, completes the session.
+    let page = get_as(addr, &page_path, "ann").await;
+    let form = format!(
+        "csrf={}&step=write-note&revision={}&action=approve&note=Looks+right.",
+        field(&page.body, "csrf"),
+        field(&page.body, "revision")
+    );
+    let approved = post_form(addr, &decide, "ann", &origin, &form).await;
+    assert_eq!(approved.status, 303, "{}", approved.body);
+    let done = read(&client, &waiting).await;
+    assert_eq!(done["status"], "completed", "{done:#}");
+    assert!(done["provenance"].is_object());
+}
