@@ -149,7 +149,7 @@ fn sessions_list_and_show_what_harnesses_did_and_refuse_what_does_not_parse() {
         (vec!["show", "<script>"], "is not a session id"),
         (
             vec!["list", "--status", "stuck"],
-            "use active, revise or completed",
+            "use active, revise, awaiting_approval or completed",
         ),
         (
             vec!["list", "--since", "7 weeks"],
@@ -169,23 +169,43 @@ fn sessions_list_and_show_what_harnesses_did_and_refuse_what_does_not_parse() {
     }
 }
 
-#[test]
-fn the_facilitator_flag_table_lists_every_sessions_list_flag() {
-    let help = String::from_utf8(rimthan(&["sessions", "list", "--help"]).stdout).unwrap();
-    let from_help: std::collections::BTreeSet<String> = help
-        .lines()
+/// The flags `rimthan sessions <sub> --help` lists.
+fn help_flags(sub: &str) -> std::collections::BTreeSet<String> {
+    let help = String::from_utf8(rimthan(&["sessions", sub, "--help"]).stdout).unwrap();
+    help.lines()
         .filter_map(|l| l.trim_start().strip_prefix("--"))
         .map(|r| r.split([' ', '=', '<']).next().unwrap().to_owned())
         .filter(|f| f != "help")
-        .collect();
+        .collect()
+}
+
+/// The flags named in the first column of the tables of `docs/operations/facilitator.md`
+/// between `from` and the next `## ` heading.
+fn doc_flags(from: &str) -> std::collections::BTreeSet<String> {
     let doc = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations/facilitator.md"),
     )
     .unwrap();
-    let from_doc: std::collections::BTreeSet<String> = doc
+    let section = &doc[doc.find(from).expect("heading") + from.len()..];
+    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+    section
         .lines()
-        .filter_map(|l| l.strip_prefix("| `--"))
-        .map(|r| r.split('`').next().unwrap().to_owned())
-        .collect();
-    assert_eq!(from_doc, from_help);
+        .filter_map(|l| l.strip_prefix("| "))
+        .filter_map(|l| l.split(" | ").next())
+        .flat_map(|cell| cell.split("`--").skip(1))
+        .map(|r| r.split(['`', ' ']).next().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_facilitator_flag_table_lists_every_sessions_list_flag() {
+    assert_eq!(doc_flags("## 1. "), help_flags("list"));
+}
+
+#[test]
+fn the_sign_off_flag_table_lists_every_decision_flag() {
+    let mut from_help = help_flags("approve");
+    from_help.extend(help_flags("send-back"));
+    from_help.extend(help_flags("waive"));
+    assert_eq!(doc_flags("## 5. "), from_help);
 }

@@ -200,7 +200,11 @@ pub(crate) fn may_decide(
 }
 
 /// A note or reason: required where `required`, at most [`MAX_NOTE_BYTES`], trimmed.
-pub(crate) fn note(text: Option<&str>, required: bool, what: &str) -> Result<Option<String>, Failure> {
+pub(crate) fn note(
+    text: Option<&str>,
+    required: bool,
+    what: &str,
+) -> Result<Option<String>, Failure> {
     let text = text.map(str::trim).filter(|t| !t.is_empty());
     match text {
         None if required => Err(Failure::new(
@@ -209,7 +213,10 @@ pub(crate) fn note(text: Option<&str>, required: bool, what: &str) -> Result<Opt
         )),
         Some(t) if t.len() > MAX_NOTE_BYTES => Err(Failure::new(
             Code::ApprovalNoteRequired,
-            format!("the {what} is {} bytes; keep it to {MAX_NOTE_BYTES}", t.len()),
+            format!(
+                "the {what} is {} bytes; keep it to {MAX_NOTE_BYTES}",
+                t.len()
+            ),
         )),
         other => Ok(other.map(str::to_owned)),
     }

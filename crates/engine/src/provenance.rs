@@ -248,7 +248,10 @@ pub fn session_statement(session: &Session, facts: &StatementFacts) -> Statement
                 id: id.clone(),
                 validators,
                 checks,
-                approvals: signed.as_ref().map(|s| s.approvals.clone()).unwrap_or_default(),
+                approvals: signed
+                    .as_ref()
+                    .map(|s| s.approvals.clone())
+                    .unwrap_or_default(),
                 waivers: signed.map(|s| s.waivers).unwrap_or_default(),
             }
         })

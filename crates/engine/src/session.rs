@@ -110,8 +110,8 @@ impl Status {
             Status::AwaitingApproval,
             Status::Completed,
         ]
-            .into_iter()
-            .find(|s| s.as_str() == text)
+        .into_iter()
+        .find(|s| s.as_str() == text)
     }
 }
 

@@ -201,7 +201,10 @@ async fn a_passing_step_that_needs_sign_off_waits_and_no_tool_call_can_advance_i
         .await
         .unwrap();
     let result: Value = serde_json::to_value(result).unwrap();
-    assert_eq!(result["failures"][0]["code"], "awaiting_approval", "{result:#}");
+    assert_eq!(
+        result["failures"][0]["code"], "awaiting_approval",
+        "{result:#}"
+    );
     assert_eq!(at.read().await.status, Status::AwaitingApproval);
 }
 
@@ -220,7 +223,10 @@ async fn two_distinct_approvers_complete_the_step_and_the_participant_reads_it_w
         )
         .await;
     assert_eq!(recorded(first), (Status::AwaitingApproval, 1));
-    assert_eq!(refused(at.decide(&ann, approve()).await), "approval_already_given");
+    assert_eq!(
+        refused(at.decide(&ann, approve()).await),
+        "approval_already_given"
+    );
     let second = at.decide(&release_manager("rui", "acme"), approve()).await;
     assert_eq!(recorded(second).0, Status::Completed);
 
@@ -236,9 +242,19 @@ async fn two_distinct_approvers_complete_the_step_and_the_participant_reads_it_w
     let step = &predicate["steps"][2];
     assert_eq!(step["id"], "write-note");
     assert_eq!(step["approvals"][1]["subject"], "rui", "{step:#}");
-    let session = at.engine.store().load_session(&at.id).await.unwrap().unwrap();
+    let session = at
+        .engine
+        .store()
+        .load_session(&at.id)
+        .await
+        .unwrap()
+        .unwrap();
     let signed = &session.signoffs[&"write-note".parse().unwrap()];
-    let who: Vec<&str> = signed.approvals.iter().map(|a| a.subject.as_str()).collect();
+    let who: Vec<&str> = signed
+        .approvals
+        .iter()
+        .map(|a| a.subject.as_str())
+        .collect();
     assert_eq!(who, ["ann", "rui"]);
     let log = at.engine.store().audit_log(&at.id).await.unwrap();
     let approvals: Vec<_> = log
@@ -269,8 +285,14 @@ async fn whoever_the_approval_does_not_name_is_refused_and_nothing_changes() {
             },
             "the participant",
         ),
-        (facilitator("oz", "globex"), "a facilitator of another organization"),
-        (release_manager("rae", "globex"), "a role holder of another organization"),
+        (
+            facilitator("oz", "globex"),
+            "a facilitator of another organization",
+        ),
+        (
+            release_manager("rae", "globex"),
+            "a role holder of another organization",
+        ),
         (
             Approver {
                 principal: principal("sam", "acme"),
@@ -289,7 +311,10 @@ async fn whoever_the_approval_does_not_name_is_refused_and_nothing_changes() {
     }
     let ann = facilitator("ann", "acme");
     let blank = Decision::SendBack { note: "  ".into() };
-    assert_eq!(refused(at.decide(&ann, blank).await), "approval_note_required");
+    assert_eq!(
+        refused(at.decide(&ann, blank).await),
+        "approval_note_required"
+    );
     let stale = DecisionRequest {
         session: at.id.clone(),
         step: "write-note".parse().unwrap(),
@@ -318,7 +343,11 @@ async fn a_send_back_puts_the_step_into_revise_with_the_note_and_a_resubmission_
     assert_eq!(recorded(back).0, Status::Revise);
     let revise = at.read().await;
     assert_eq!(revise.status, Status::Revise);
-    assert!(revise.findings[0].message.contains(note), "{:?}", revise.findings);
+    assert!(
+        revise.findings[0].message.contains(note),
+        "{:?}",
+        revise.findings
+    );
     assert!(revise.findings[0].message.contains("ann"));
     at.payload = revise;
     at.write_note(NOTE_OK, SQL_OK).await;
@@ -364,7 +393,13 @@ async fn a_failed_check_waits_for_a_waiver_unless_the_step_forbids_waiving_it() 
     recorded(at.decide(&ann, approve()).await);
     let (status, _) = recorded(at.decide(&release_manager("rui", "acme"), approve()).await);
     assert_eq!(status, Status::Completed);
-    let session = at.engine.store().load_session(&at.id).await.unwrap().unwrap();
+    let session = at
+        .engine
+        .store()
+        .load_session(&at.id)
+        .await
+        .unwrap()
+        .unwrap();
     let waivers = &session.signoffs[&"write-note".parse().unwrap()].waivers;
     assert_eq!(waivers.len(), 1);
     assert_eq!(waivers[0].reason, reason);

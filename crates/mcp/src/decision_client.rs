@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use hyper::body::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
 
 /// How long a decision may take to answer.
 const TIMEOUT: Duration = Duration::from_secs(30);

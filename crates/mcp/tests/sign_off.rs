@@ -1,4 +1,4 @@
-//! Sign-off over real HTTP (`docs/operations/facilitator.md` §6): a participant's harness drives
+//! Sign-off over real HTTP (`docs/operations/facilitator.md` §5): a participant's harness drives
 //! a step that needs approval to `awaiting_approval` with tool calls; a facilitator sends it back
 //! from the session page's form (which needs the page's CSRF token and this server's origin);
 //! the harness reads `revise` with the note, resubmits, and two approvers complete it, one by
@@ -107,17 +107,33 @@ async fn pass(client: &Client, start: &Value, payload: &Value) -> Value {
 }
 
 async fn read(client: &Client, payload: &Value) -> Value {
-    structured(&call(client, rimthan_mcp::ACTIVE_STEP, json!({"checkpoint": payload["checkpoint"]})).await)
+    structured(
+        &call(
+            client,
+            rimthan_mcp::ACTIVE_STEP,
+            json!({"checkpoint": payload["checkpoint"]}),
+        )
+        .await,
+    )
 }
 
 /// The value of the first `name="<name>" value="..."` input of a page.
 fn field(page: &str, name: &str) -> String {
     let needle = format!(r#"name="{name}" value=""#);
-    let at = page.find(&needle).unwrap_or_else(|| panic!("no {name} in {page}")) + needle.len();
+    let at = page
+        .find(&needle)
+        .unwrap_or_else(|| panic!("no {name} in {page}"))
+        + needle.len();
     page[at..].split('"').next().unwrap().to_owned()
 }
 
-async fn post_form(addr: std::net::SocketAddr, path: &str, token: &str, origin: &str, body: &str) -> Answer {
+async fn post_form(
+    addr: std::net::SocketAddr,
+    path: &str,
+    token: &str,
+    origin: &str,
+    body: &str,
+) -> Answer {
     send(
         addr,
         format!(
@@ -129,7 +145,12 @@ async fn post_form(addr: std::net::SocketAddr, path: &str, token: &str, origin: 
     .await
 }
 
-async fn post_json(addr: std::net::SocketAddr, path: &str, auth: &str, body: &Value) -> (u16, Value) {
+async fn post_json(
+    addr: std::net::SocketAddr,
+    path: &str,
+    auth: &str,
+    body: &Value,
+) -> (u16, Value) {
     let body = body.to_string();
     let answer = send(
         addr,
@@ -140,23 +161,29 @@ async fn post_json(addr: std::net::SocketAddr, path: &str, auth: &str, body: &Va
         ),
     )
     .await;
-    (answer.status, serde_json::from_str(&answer.body).unwrap_or(Value::Null))
+    (
+        answer.status,
+        serde_json::from_str(&answer.body).unwrap_or(Value::Null),
+    )
 }
 
 #[tokio::test]
 async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let file = token_file(dir.path());
-    let served = http_server_with(server_on(registry(), Profile::WorkflowEngine).await, |config| {
-        let auth = Arc::new(Auth {
-            verifier: Verifier::tokens_from_file(&file).unwrap(),
-            resource: format!("http://{}/mcp", config.listen),
-            authorization_servers: vec![],
-            scope: "rimthan:workflow".into(),
-        });
-        config.admin = Some(Access::Facilitators(auth.clone()));
-        config.auth = Some(auth);
-    })
+    let served = http_server_with(
+        server_on(registry(), Profile::WorkflowEngine).await,
+        |config| {
+            let auth = Arc::new(Auth {
+                verifier: Verifier::tokens_from_file(&file).unwrap(),
+                resource: format!("http://{}/mcp", config.listen),
+                authorization_servers: vec![],
+                scope: "rimthan:workflow".into(),
+            });
+            config.admin = Some(Access::Facilitators(auth.clone()));
+            config.auth = Some(auth);
+        },
+    )
     .await;
     let addr = served.addr;
     let origin = format!("http://{addr}");
@@ -184,13 +211,18 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
     let page = get_as(addr, &page_path, "ann").await;
     assert_eq!(page.status, 200);
     assert!(page.body.contains(r#"id="sign-off""#), "{}", page.body);
-    assert!(page.body.contains(&Sha256Digest::of(NOTE.as_bytes()).to_string()));
+    assert!(
+        page.body
+            .contains(&Sha256Digest::of(NOTE.as_bytes()).to_string())
+    );
     let csrf = field(&page.body, "csrf");
     let revision = field(&page.body, "revision");
 
     // A form without the token, with another sign-in's token, or from another site changes nothing.
     let send_back = |csrf: &str| {
-        format!("csrf={csrf}&step=write-note&revision={revision}&action=send_back&note=Batch+the+backfill.")
+        format!(
+            "csrf={csrf}&step=write-note&revision={revision}&action=send_back&note=Batch+the+backfill."
+        )
     };
     for (token, form, from) in [
         ("ann", send_back(""), origin.as_str()),
@@ -208,23 +240,35 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
     let revise = read(&client, &waiting).await;
     assert_eq!(revise["status"], "revise", "{revise:#}");
     let finding = revise["findings"][0]["message"].as_str().unwrap();
-    assert!(finding.contains("Batch the backfill.") && finding.contains("ann"), "{finding}");
+    assert!(
+        finding.contains("Batch the backfill.") && finding.contains("ann"),
+        "{finding}"
+    );
     let waiting = pass(&client, &start, &revise).await;
     assert_eq!(waiting["status"], "awaiting_approval");
 
     // The JSON door: the participant, another organization and a cookie are refused.
     let approve = json!({"action": "approve", "step": "write-note"});
     let (status, answer) = post_json(addr, &api, "Authorization: Bearer pat\r\n", &approve).await;
-    assert_eq!((status, answer["failure"]["code"].as_str()), (403, Some("approval_not_allowed")));
+    assert_eq!(
+        (status, answer["failure"]["code"].as_str()),
+        (403, Some("approval_not_allowed"))
+    );
     let (status, answer) = post_json(addr, &api, "Authorization: Bearer oz\r\n", &approve).await;
-    assert_eq!((status, answer["failure"]["code"].as_str()), (403, Some("approval_not_allowed")));
+    assert_eq!(
+        (status, answer["failure"]["code"].as_str()),
+        (403, Some("approval_not_allowed"))
+    );
     let (status, _) = post_json(addr, &api, "Cookie: rimthan_admin=rui\r\n", &approve).await;
     assert_eq!(status, 401);
     let (status, answer) = post_json(addr, &api, "Authorization: Bearer rui\r\n", &approve).await;
     assert_eq!(status, 200, "{answer:#}");
     assert_eq!(answer["approvals"], 1);
     let (status, answer) = post_json(addr, &api, "Authorization: Bearer rui\r\n", &approve).await;
-    assert_eq!((status, answer["failure"]["code"].as_str()), (409, Some("approval_already_given")));
+    assert_eq!(
+        (status, answer["failure"]["code"].as_str()),
+        (409, Some("approval_already_given"))
+    );
 
     // The second approval, from the view, completes the session.
     let page = get_as(addr, &page_path, "ann").await;

@@ -206,7 +206,10 @@ const BREAKINGS: &[Breaking] = &[
         check: "question-rules",
         rule: "vague-word-defined",
         edit: |s| {
-            let q = s.question["question"].as_str().unwrap().replace("large", "modern");
+            let q = s.question["question"]
+                .as_str()
+                .unwrap()
+                .replace("large", "modern");
             s.question["question"] = json!(q);
         },
     },

@@ -141,6 +141,11 @@ pub(crate) async fn drive(
     let mut previous_checkpoint: Option<Value> = None;
 
     while payload["status"] != "completed" {
+        // A step waiting for sign-off is people's to decide, not the harness's: stop, and let
+        // a `--resume` once they have read what they decided.
+        if payload["status"] == "awaiting_approval" {
+            return Ok(run.stopped(&payload));
+        }
         let started = Instant::now();
         let step = payload["step"].clone();
         let step_id = str_field(&step, rimthan_mcp::ACTIVE_STEP, "id")?.to_owned();
@@ -258,6 +263,7 @@ pub(crate) async fn drive(
         let outcome = match next["status"].as_str() {
             Some("completed") => "completed",
             Some("revise") => "revise",
+            Some("awaiting_approval") => "awaiting approval",
             _ => "advanced",
         };
         let record = StepRecord {

@@ -50,8 +50,12 @@ impl Engine {
             };
             let mut next = next;
             next.revision = session.revision + 1;
-            let mut audit: AuditEntry =
-                self.audit(tool, Some(&next), next.status.into(), Some(&approver.principal));
+            let mut audit: AuditEntry = self.audit(
+                tool,
+                Some(&next),
+                next.status.into(),
+                Some(&approver.principal),
+            );
             audit.decision = Some(decision);
             if self
                 .store
@@ -107,7 +111,10 @@ fn judge(
         .active_step(session)
         .and_then(|s| s.doc().approval.as_ref())
         .ok_or_else(|| {
-            Failure::new(Code::ApprovalNotPending, "the active step asks for no sign-off")
+            Failure::new(
+                Code::ApprovalNotPending,
+                "the active step asks for no sign-off",
+            )
         })?;
     may_decide(approval, approver, session.principal.as_ref())?;
     if req.revision != session.revision {
@@ -128,7 +135,8 @@ fn judge(
         output_sha256: None,
     };
     let subject = &approver.principal.subject;
-    let mine = |p: &crate::approval::PendingApproval| p.approvals.iter().any(|a| &a.subject == subject);
+    let mine =
+        |p: &crate::approval::PendingApproval| p.approvals.iter().any(|a| &a.subject == subject);
     match &req.decision {
         Decision::Approve { note: text } => {
             if mine(pending) {
@@ -209,7 +217,9 @@ fn judge(
             let (true, Some(output)) = (pending.waivable.iter().any(matches), output) else {
                 return Err(Failure::new(
                     Code::WaiverNotFound,
-                    format!("no unwaived finding of check {check}, rule {rule} in {path} waits for sign-off"),
+                    format!(
+                        "no unwaived finding of check {check}, rule {rule} in {path} waits for sign-off"
+                    ),
                 ));
             };
             let waiver = Waiver {

@@ -13,7 +13,10 @@ use crate::{
     payload::StepResult,
     reports::check_reports,
     request::{Report, SubmitRequest, Verdict},
-    session::{AcceptedArtifact, ChangeTool, Finding, Principal, Session, Status, now_rfc3339, seconds_between},
+    session::{
+        AcceptedArtifact, ChangeTool, Finding, Principal, Session, Status, now_rfc3339,
+        seconds_between,
+    },
     view::Pinned,
 };
 

@@ -1,4 +1,4 @@
-//! The first write actions of the facilitator's view (`docs/operations/facilitator.md` §6):
+//! The first write actions of the facilitator's view (`docs/operations/facilitator.md` §5):
 //! approving a step, sending it back with a note, and waiving a failed check's finding.
 //!
 //! Two doors lead to the same `Engine::decide`. A browser posts a form from the session page,
@@ -216,7 +216,10 @@ pub(crate) async fn api(
 ) -> Response {
     let answer = |status: StatusCode, body: serde_json::Value| (status, Json(body)).into_response();
     let refusal = |status: StatusCode, code: &str, message: &str| {
-        answer(status, json!({"result": "refused", "failure": {"code": code, "message": message, "detail": {}}}))
+        answer(
+            status,
+            json!({"result": "refused", "failure": {"code": code, "message": message, "detail": {}}}),
+        )
     };
     let super::Access::Facilitators(credentials) = &state.access else {
         return refusal(
@@ -265,7 +268,10 @@ pub(crate) async fn api(
                 DecisionResult::Recorded { .. } => StatusCode::OK,
                 DecisionResult::Refused { failure } => refused_status(failure.code.as_str()),
             };
-            answer(status, serde_json::to_value(result).expect("results serialize"))
+            answer(
+                status,
+                serde_json::to_value(result).expect("results serialize"),
+            )
         }
         Err(refusal) => {
             let status = refusal.status;

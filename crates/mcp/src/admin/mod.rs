@@ -182,10 +182,7 @@ pub fn router(engine: Arc<Engine>, access: Access, allowed_hosts: &[String]) -> 
         .with_state(state.clone())
         .merge(
             Router::new()
-                .route(
-                    "/admin/api/sessions/{id}/decisions",
-                    post(decisions::api),
-                )
+                .route("/admin/api/sessions/{id}/decisions", post(decisions::api))
                 .with_state(state.clone()),
         )
         .layer(DefaultBodyLimit::max(MAX_FORM_BYTES));

@@ -1,4 +1,4 @@
-//! The session page's sign-off panel (`docs/operations/facilitator.md` §6): for a session
+//! The session page's sign-off panel (`docs/operations/facilitator.md` §5): for a session
 //! waiting for sign-off, what the approval covers (the outputs' digests, the last round's
 //! reports and check results, the findings to waive) and, for a signed-in approver, the forms
 //! that approve, send back and waive. Whether this approver may decide is the engine's to say

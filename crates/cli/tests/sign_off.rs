@@ -1,0 +1,131 @@
+//! The command-line path of sign-off (`docs/operations/facilitator.md` §5), all real processes:
+//! `rimthan stage` drives a session of a workflow whose step needs two approvers to
+//! `awaiting_approval` and stops there; `rimthan sessions send-back` sends it back with the
+//! approver's own token; `stage --resume` revises and stops at sign-off again; the participant
+//! may not approve their own session; two approvers do, and `stage --resume` completes it.
+//! Runs the test workflow of `crates/engine/tests/data/signed-off/`.
+
+use std::{
+    path::Path,
+    process::{Command, Output},
+};
+
+mod common;
+
+use common::{build_signed, copy_tree, serve_on_free_port};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn stage(url: &str, project: &Path, resume: bool) -> Output {
+    let mut command = Command::new(BIN);
+    command
+        .args(["stage", "--harness", "codex", "--url", url, "--project"])
+        .arg(project)
+        .env("RIMTHAN_TOKEN", "pat");
+    if resume {
+        command.arg("--resume");
+    }
+    command.output().unwrap()
+}
+
+fn decide(server: &str, token: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("sessions")
+        .args(args)
+        .args(["--step", "write-note", "--server", server])
+        .env("RIMTHAN_TOKEN", token)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn stage_stops_at_sign_off_and_approvers_decide_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/data/signed-off"),
+        &source,
+    );
+    let registry = build_signed(&source, dir.path(), &[]);
+    let hash = |t: &str| rimthan_registry::Sha256Digest::of(t.as_bytes()).to_string();
+    let tokens = dir.path().join("tokens.json");
+    std::fs::write(
+        &tokens,
+        serde_json::json!({"tokens": [
+            {"sha256": hash("pat"), "principal": "pat", "organization": "acme", "scopes": ["rimthan:workflow"]},
+            {"sha256": hash("ann"), "principal": "ann", "organization": "acme", "facilitator": "organization"},
+            {"sha256": hash("rui"), "principal": "rui", "organization": "acme", "roles": ["release-manager"]},
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let mut serve = Command::new(BIN);
+    serve
+        .args(["serve", "--listen", "127.0.0.1:0", "--auth", "tokens"])
+        .arg("--auth-tokens-file")
+        .arg(&tokens)
+        .arg("--registry")
+        .arg(&registry)
+        .arg("--database-url")
+        .arg(format!(
+            "sqlite://{}",
+            dir.path().join("db.sqlite").display()
+        ));
+    let (_server, port) = serve_on_free_port(serve);
+    let server = format!("http://127.0.0.1:{port}");
+    let url = format!("{server}/mcp");
+    let project = dir.path().join("project");
+
+    let out = stage(&url, &project, false);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("): awaiting_approval"), "{stdout}");
+    let id = stdout
+        .split_whitespace()
+        .nth(1)
+        .expect("the summary names the session")
+        .to_owned();
+
+    let sent = decide(
+        &server,
+        "ann",
+        &["send-back", &id, "--note", "Batch the backfill."],
+    );
+    assert!(sent.status.success(), "{}", text(&sent.stderr));
+    assert!(
+        text(&sent.stdout).contains(r#""status": "revise""#),
+        "{}",
+        text(&sent.stdout)
+    );
+
+    let out = stage(&url, &project, true);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("): awaiting_approval"), "{stdout}");
+
+    let own = decide(&server, "pat", &["approve", &id]);
+    assert_eq!(own.status.code(), Some(1));
+    assert!(
+        text(&own.stderr).contains("approval_not_allowed"),
+        "{}",
+        text(&own.stderr)
+    );
+    for approver in ["rui", "ann"] {
+        let out = decide(&server, approver, &["approve", &id, "--note", "Checked."]);
+        assert!(out.status.success(), "{approver}: {}", text(&out.stderr));
+    }
+
+    let out = stage(&url, &project, true);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("): completed"), "{stdout}");
+    assert!(
+        project
+            .join(".rimthan/workflow-session.intoto.json")
+            .is_file()
+    );
+}
