@@ -236,7 +236,7 @@ pub(crate) enum Credentials {
         /// The keys, each pinned to its algorithm.
         keys: Vec<PinnedKey>,
         /// Issuer, audience and organization claim.
-        rules: JwtRules,
+        rules: Box<JwtRules>,
     },
 }
 
@@ -273,7 +273,7 @@ impl Credentials {
         let jwks: JwkSet = serde_json::from_str(text).map_err(|e| format!("not a JWKS: {e}"))?;
         Ok(Credentials::Jwt {
             keys: pin_keys(&jwks, &rules.algorithms)?,
-            rules,
+            rules: Box::new(rules),
         })
     }
 

@@ -26,14 +26,14 @@ pub(crate) const RECHECK: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone)]
 enum Format {
     Tokens,
-    Jwks(JwtRules),
+    Jwks(Box<JwtRules>),
 }
 
 impl Format {
     fn parse(&self, text: &str) -> Result<Credentials, String> {
         match self {
             Format::Tokens => Credentials::tokens(text),
-            Format::Jwks(rules) => Credentials::jwks(text, rules.clone()),
+            Format::Jwks(rules) => Credentials::jwks(text, (**rules).clone()),
         }
     }
 }
@@ -72,7 +72,7 @@ impl Verifier {
 
     /// Reads a JWKS file for JWT validation.
     pub fn jwt_from_file(path: &Path, rules: JwtRules) -> Result<Self, AuthConfigError> {
-        FileCredentials::open(path, Format::Jwks(rules)).map(|f| Self(Source::File(Arc::new(f))))
+        FileCredentials::open(path, Format::Jwks(Box::new(rules))).map(|f| Self(Source::File(Arc::new(f))))
     }
 
     /// JWTs checked against an OpenID provider's published keys.
