@@ -54,6 +54,6 @@ export RIMTHAN_ADMIN_SCREENSHOTS="$artifacts"
 echo "e2e/admin: node $node_version, $("$chromium" --version 2>/dev/null || echo chromium), $("$RIMTHAN_BIN" --version 2>/dev/null || echo rimthan)"
 
 status=0
-node --test --test-concurrency=1 admin.test.mjs || status=$?
+node --test --test-concurrency=1 admin.test.mjs sign_off.test.mjs || status=$?
 echo "e2e/admin: screenshots in $artifacts"
 exit "$status"

@@ -72,7 +72,8 @@ impl Verifier {
 
     /// Reads a JWKS file for JWT validation.
     pub fn jwt_from_file(path: &Path, rules: JwtRules) -> Result<Self, AuthConfigError> {
-        FileCredentials::open(path, Format::Jwks(Box::new(rules))).map(|f| Self(Source::File(Arc::new(f))))
+        FileCredentials::open(path, Format::Jwks(Box::new(rules)))
+            .map(|f| Self(Source::File(Arc::new(f))))
     }
 
     /// JWTs checked against an OpenID provider's published keys.

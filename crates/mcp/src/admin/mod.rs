@@ -139,9 +139,12 @@ fn page(status: StatusCode, markup: maud::Markup) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+    // `same-origin`, not `no-referrer`: under `no-referrer` Chromium sends `Origin: null` on the
+    // view's own form posts, which the same-origin check must refuse; pages elsewhere still
+    // get no referrer.
     headers.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     response
 }
