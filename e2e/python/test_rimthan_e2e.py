@@ -1095,3 +1095,146 @@ async def test_a_session_rimthan_stage_completes_leaves_a_statement_a_third_part
     changed.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="changed"):
         third_party_verify(envelope, keys, project)
+
+
+# A step signed off by people (`crates/engine/tests/data/signed-off/`, docs/operations/facilitator.md
+# §5): write-note needs two approvers, facilitators of the session's organization or holders of
+# the role release-manager, never the participant.
+SIGNED_OFF_SOURCE = REPO_ROOT / "crates" / "engine" / "tests" / "data" / "signed-off"
+SIGNED_OFF = WorkflowCase(
+    id="release-note",
+    steps=["setup-workspace", "draft-plan", "write-note"],
+    outputs=["plan/plan.json", "note/note.md", "note/migrate.sql"],
+    claude_assets=[],
+    validator_capabilities=["workspace.read"],
+    source=SIGNED_OFF_SOURCE,
+    written={
+        "plan/plan.json": b'{"title": "Add a sales channel", "risks": ["backfill load"]}',
+        "note/note.md": b"# Add a sales channel\n\n## Risks\n\n- The backfill loads the primary (data team).\n",
+        "note/migrate.sql": b"SET statement_timeout = '5s';\nALTER TABLE orders ADD COLUMN sales_channel text;\n",
+    },
+)
+SIGNED_OFF_PEOPLE = {
+    "pat": {"principal": "pat", "organization": "acme", "scopes": ["rimthan:workflow"]},
+    "ann": {"principal": "ann", "organization": "acme", "facilitator": "organization"},
+    "rui": {"principal": "rui", "organization": "acme", "roles": ["release-manager"]},
+}
+
+
+@dataclass(frozen=True)
+class SignOffServer:
+    mcp: str
+    base: str
+    tokens: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def sign_off_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """`rimthan serve --auth tokens` on a release built from the signed-off test workflow."""
+    workdir = tmp_path_factory.mktemp("rimthan-sign-off")
+    source = workdir / "source"
+    shutil.copytree(SIGNED_OFF_SOURCE, source, ignore=shutil.ignore_patterns("README.md"))
+    key, registry = workdir / "author.key", workdir / "registry"
+    _run_cli(["registry", "keygen", "--out", str(key)])
+    _run_cli(["registry", "build", str(source), "--out", str(registry), "--release", OUTSIDE_RELEASE,
+              "--key", str(key), "--channel", "stable"])
+    tokens = {name: f"rimthan-e2e-{name}-{os.urandom(8).hex()}" for name in SIGNED_OFF_PEOPLE}
+    entries = [{"sha256": sha256_hex(tokens[n].encode()), **e} for n, e in SIGNED_OFF_PEOPLE.items()]
+    token_file = workdir / "tokens.json"
+    token_file.write_text(json.dumps({"tokens": entries}))
+    port = _free_port()
+    log = workdir / "server.log"
+    with open(log, "wb") as log_file:
+        proc = subprocess.Popen(
+            [_require_binary(), "serve", "--listen", f"127.0.0.1:{port}", "--database-url", f"sqlite://{workdir}/db.sqlite",
+             "--registry", str(registry), "--auth", "tokens", "--auth-tokens-file", str(token_file)],
+            stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, cwd=workdir,
+            preexec_fn=_die_with_parent,
+        )
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while _http_status(f"http://127.0.0.1:{port}/readyz") != 200:
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        yield SignOffServer(mcp=f"http://127.0.0.1:{port}/mcp", base=f"http://127.0.0.1:{port}", tokens=tokens)
+    finally:
+        _stop(proc)
+
+
+def decide(server: SignOffServer, who: str, session: str, decision: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """An approver's decision over the JSON door, with their own bearer token."""
+    request = urllib.request.Request(
+        f"{server.base}/admin/api/sessions/{session}/decisions",
+        data=json.dumps({"step": "write-note", **decision}).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {server.tokens[who]}"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=CALL_TIMEOUT_S) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+@pytest.mark.parametrize("mode", HTTP_MODES)
+async def test_a_step_sent_back_by_an_approver_is_revised_and_two_approvals_complete_it(
+    sign_off_server: SignOffServer, project: Path, mode: str
+) -> None:
+    """The official client as the participant's harness: the step waits for sign-off, no tool call
+    moves it, an approver's send-back reaches it as a revise finding, and it completes only after
+    two approvals, neither the participant's."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    wf = SIGNED_OFF
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {sign_off_server.tokens['pat']}"},
+                              timeout=CALL_TIMEOUT_S)
+    host = {"harness": "codex", "adapter": {"id": "codex", "version": "1.1.0"}, "capabilities": CAPABILITIES,
+            "validator_capabilities": wf.validator_capabilities}
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with http, Client(streamable_http_client(sign_off_server.mcp, http_client=http), mode=mode,
+                                read_timeout_seconds=CALL_TIMEOUT_S) as client:
+            payload = await call_ok(client, START, {"workflow_id": wf.id, "host": host})
+            deliveries = await deliver_host_assets(client, project, payload["host_assets"])
+
+            async def step_through(payload: dict[str, Any]) -> dict[str, Any]:
+                step = payload["step"]
+                prepare: dict[str, Any] = {"checkpoint": payload["checkpoint"], "step_id": step["id"]}
+                if step["kind"] == "setup":
+                    prepare["host_attestation"] = {**host, "deliveries": deliveries}
+                else:
+                    prepare["output_attestation"] = {
+                        "artifacts": [write_and_attest_output(wf, project, o) for o in step["outputs"]],
+                        "inputs": input_texts(project, step)}
+                plan = await call_ok(client, PREPARE, prepare)
+                return await call_ok(client, SUBMIT, {"checkpoint": payload["checkpoint"],
+                                                      "validation_id": plan["validation_id"],
+                                                      "reports": passing_reports(wf, project, plan)})
+
+            while payload["status"] == "active":
+                payload = await step_through(payload)
+            assert payload["status"] == "awaiting_approval", payload
+            assert payload["approval"]["approvals_needed"] == 2
+            session = payload["session_id"]
+            stuck = await call(client, PREPARE, {"checkpoint": payload["checkpoint"], "step_id": "write-note",
+                                                 "output_attestation": {"artifacts": []}})
+            assert codes(stuck.structured_content["failures"]) == ["awaiting_approval"], stuck.structured_content
+
+            status, answer = decide(sign_off_server, "ann", session,
+                                    {"action": "send_back", "note": "Batch the backfill."})
+            assert status == 200, answer
+            # A revise answer is a tool error, as a failed submission's is.
+            revise = (await call(client, GET_ACTIVE, {"checkpoint": payload["checkpoint"]})).structured_content
+            assert revise["status"] == "revise", revise
+            assert "Batch the backfill." in revise["findings"][0]["message"], revise["findings"]
+
+            payload = await step_through(revise)
+            assert payload["status"] == "awaiting_approval", payload
+            status, answer = decide(sign_off_server, "pat", session, {"action": "approve"})
+            assert (status, answer["failure"]["code"]) == (403, "approval_not_allowed"), answer
+            for approver in ("rui", "ann"):
+                status, answer = decide(sign_off_server, approver, session, {"action": "approve"})
+                assert status == 200, answer
+            done = await call_ok(client, GET_ACTIVE, {"checkpoint": payload["checkpoint"]})
+            assert done["status"] == "completed", done
+            assert done["provenance"]["content"]["payloadType"] == "application/vnd.in-toto+json"
