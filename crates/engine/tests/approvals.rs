@@ -12,16 +12,9 @@ use rimthan_engine::{
 };
 use serde_json::Value;
 
-use crate::checks::{attest, prepare_with, start};
+use crate::checks::{NOTE_NO_OWNER, NOTE_OK, PLAN, SQL_OK, attest, prepare_with, start};
 use crate::common::*;
 
-const PLAN: &str = r#"{"title": "Add a sales channel", "risks": ["backfill load"]}"#;
-const NOTE_OK: &str =
-    "# Add a sales channel\n\n## Risks\n\n- The backfill loads the primary (data team).\n";
-const NOTE_NO_OWNER: &str =
-    "# Add a sales channel\n\n## Risks\n\n- The backfill loads the primary.\n";
-const SQL_OK: &str =
-    "SET statement_timeout = '5s';\nALTER TABLE orders ADD COLUMN sales_channel text;\n";
 const SQL_RENAMES: &str =
     "SET statement_timeout = '5s';\nALTER TABLE orders RENAME COLUMN channel TO sales_channel;\n";
 

@@ -15,12 +15,12 @@ use serde_json::Value;
 
 use crate::common::*;
 
-const PLAN: &str = r#"{"title": "Add a sales channel", "risks": ["backfill load"]}"#;
-const NOTE_OK: &str =
+pub(crate) const PLAN: &str = r#"{"title": "Add a sales channel", "risks": ["backfill load"]}"#;
+pub(crate) const NOTE_OK: &str =
     "# Add a sales channel\n\n## Risks\n\n- The backfill loads the primary (data team).\n";
-const NOTE_NO_OWNER: &str =
+pub(crate) const NOTE_NO_OWNER: &str =
     "# Add a sales channel\n\n## Risks\n\n- The backfill loads the primary.\n";
-const SQL_OK: &str =
+pub(crate) const SQL_OK: &str =
     "SET statement_timeout = '5s';\nALTER TABLE orders ADD COLUMN sales_channel text;\n";
 const SQL_NO_TIMEOUT: &str = "ALTER TABLE orders ADD COLUMN sales_channel text;\n";
 
