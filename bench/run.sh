@@ -50,7 +50,7 @@ live=${LIVE_SESSIONS:-1500}
 port=$(free_port)
 "$bin" serve --listen "127.0.0.1:$port" --database-url "$db" >/dev/null 2>&1 &
 server=$!
-trap 'kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
 until curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do sleep 0.05; done
 # The default release offers more than one workflow: name the one the figures were taken with.
 "$CARGO_TARGET_DIR/release/examples/live_sessions" "http://127.0.0.1:$port/mcp" codex research-study \
@@ -163,7 +163,7 @@ for concurrency in ${SESSION_CONCURRENCY:-16 64}; do
   fi
   "$bin" serve --listen "127.0.0.1:$port" --database-url "$database" >/dev/null 2>&1 &
   server=$!
-  trap 'kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+  trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
   until curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do sleep 0.05; done
   rm -f "$work/wal-peak"
   (peak=0; while kill -0 "$server" 2>/dev/null; do
