@@ -4,11 +4,10 @@
 use std::sync::{Arc, LazyLock};
 
 use rimthan_engine::{
-    ActiveStep, ActiveStepRequest, Code, Engine, EngineError, Failure, PrepareRequest,
-    PrepareResult, Principal, Rejected, StartRequest, StartResult, StepResult, SubmitRequest,
-    ToolOutcome,
+    ActiveStepRequest, Code, Engine, EngineError, Failure, PrepareRequest, PrepareResult,
+    Principal, Rejected, StartRequest, StartResult, StepResult, SubmitRequest, ToolOutcome,
 };
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 use schemars::{JsonSchema, generate::SchemaSettings};
 
 use crate::metrics::Metrics;
@@ -155,51 +154,12 @@ fn parse<T: DeserializeOwned>(arguments: Option<JsonObject>) -> Result<T, CallTo
         .map_err(|e| invalid_arguments(&e.path().to_string(), &e.inner().to_string()))
 }
 
-/// A tool's answer as a tool result: its `structuredContent` and the same JSON as text.
-trait Render: ToolOutcome {
-    fn render(&self) -> CallToolResult;
-}
-
-fn serialized(outcome: &(impl ToolOutcome + serde::Serialize)) -> CallToolResult {
+fn result(outcome: &(impl ToolOutcome + serde::Serialize)) -> CallToolResult {
     let value = serde_json::to_value(outcome).expect("results serialize");
     if outcome.is_error() {
         CallToolResult::structured_error(value)
     } else {
         CallToolResult::structured(value)
-    }
-}
-
-impl Render for StartResult {
-    fn render(&self) -> CallToolResult {
-        serialized(self)
-    }
-}
-
-impl Render for PrepareResult {
-    fn render(&self) -> CallToolResult {
-        serialized(self)
-    }
-}
-
-impl Render for StepResult {
-    fn render(&self) -> CallToolResult {
-        serialized(self)
-    }
-}
-
-/// A kept active step is rendered from the value and text the engine built once for its
-/// revision: copied, never serialized again.
-impl Render for ActiveStep {
-    fn render(&self) -> CallToolResult {
-        match self {
-            ActiveStep::Kept(kept) => {
-                let mut result = CallToolResult::success(vec![ContentBlock::text(kept.text())]);
-                result.structured_content = Some(kept.json().clone());
-                result.is_error = Some(self.is_error());
-                result
-            }
-            ActiveStep::Rejected(rejected) => serialized(&StepResult::Rejected(rejected.clone())),
-        }
     }
 }
 
@@ -262,7 +222,7 @@ async fn dispatch(
             match parse::<$request>(arguments) {
                 Err(rejected) => (Ok(rejected), ("rejected", Code::InvalidArguments.as_str())),
                 Ok($req) => match $call.await {
-                    Ok(outcome) => (Ok(outcome.render()), labels(&outcome)),
+                    Ok(outcome) => (Ok(result(&outcome)), labels(&outcome)),
                     Err(e) => {
                         let labels = match &e {
                             EngineError::InvalidArgument { .. } => {
@@ -278,7 +238,7 @@ async fn dispatch(
     }
     Some(match name {
         START => run!(StartRequest, |r| engine.start(r, principal)),
-        ACTIVE_STEP => run!(ActiveStepRequest, |r| engine.active_step_kept(r, principal)),
+        ACTIVE_STEP => run!(ActiveStepRequest, |r| engine.active_step(r, principal)),
         PREPARE => run!(PrepareRequest, |r| engine.prepare(r, principal)),
         SUBMIT => run!(SubmitRequest, |r| engine.submit(r, principal)),
         _ => return None,

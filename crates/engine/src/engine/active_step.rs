@@ -12,17 +12,15 @@
 use std::sync::{Arc, Weak};
 
 use rimthan_registry::VerifiedRegistry;
-use serde_json::Value;
 
 use super::{Engine, Evidence, SERVER_NAME};
 use crate::{
-    audit::{Operation, Outcome},
-    cache::{BoundedCache, CacheBounds},
-    codes::Code,
+    audit::Operation,
+    cache::{BoundedCache, CacheBounds, json_weight},
     error::EngineError,
-    payload::{ActivePayload, Rejected, StepResult, ToolOutcome},
+    payload::{ActivePayload, StepResult},
     request::ActiveStepRequest,
-    session::{Principal, Session, SessionId, Status},
+    session::{Principal, Session, SessionId},
     view::Pinned,
 };
 
@@ -33,76 +31,16 @@ pub const ACTIVE_STEP_CACHE_BOUNDS: CacheBounds = CacheBounds {
     max_entries: 65_536,
 };
 
-/// A successful active step as kept for one session revision: the payload, and the JSON value
-/// and text a tool result carries, built once, so a repeated read serializes nothing.
+/// A kept payload and what it was computed from beyond its key.
 #[derive(Debug)]
-pub struct KeptStep {
+pub(super) struct KeptStep {
     payload: ActivePayload,
-    json: Value,
-    text: String,
     /// A session pruned and started anew from its idempotency key has the same id and starts
     /// again at revision 0: its creation time tells the two apart.
     created_at: String,
     /// The registry snapshot the release was resolved in; a weak pointer keeps its address
     /// from being reused without keeping a replaced registry in memory.
     registry: Weak<VerifiedRegistry>,
-}
-
-impl KeptStep {
-    /// The payload.
-    pub fn payload(&self) -> &ActivePayload {
-        &self.payload
-    }
-
-    /// The payload as the JSON value of its [`StepResult`].
-    pub fn json(&self) -> &Value {
-        &self.json
-    }
-
-    /// That value as compact JSON text.
-    pub fn text(&self) -> &str {
-        &self.text
-    }
-}
-
-/// A `get_active_step` answer: the kept step, shared, or the refusal.
-#[derive(Debug, Clone)]
-pub enum ActiveStep {
-    /// The session's active step.
-    Kept(Arc<KeptStep>),
-    /// The call was refused.
-    Rejected(Rejected),
-}
-
-impl ActiveStep {
-    /// The same answer as a [`StepResult`] (the payload copied).
-    pub fn into_result(self) -> StepResult {
-        match self {
-            Self::Kept(kept) => StepResult::Active(Box::new(kept.payload.clone())),
-            Self::Rejected(rejected) => StepResult::Rejected(rejected),
-        }
-    }
-}
-
-impl ToolOutcome for ActiveStep {
-    fn is_error(&self) -> bool {
-        match self {
-            Self::Kept(kept) => kept.payload.status == Status::Revise,
-            Self::Rejected(_) => true,
-        }
-    }
-    fn codes(&self) -> Vec<Code> {
-        match self {
-            Self::Kept(_) => Vec::new(),
-            Self::Rejected(rejected) => rejected.failures.iter().map(|f| f.code).collect(),
-        }
-    }
-    fn outcome(&self) -> Outcome {
-        match self {
-            Self::Kept(kept) => kept.payload.status.into(),
-            Self::Rejected(_) => Outcome::Rejected,
-        }
-    }
 }
 
 /// Active-step payloads by session id and revision.
@@ -115,15 +53,6 @@ impl Engine {
         req: ActiveStepRequest,
         principal: Option<&Principal>,
     ) -> Result<StepResult, EngineError> {
-        Ok(self.active_step_kept(req, principal).await?.into_result())
-    }
-
-    /// `rimthan.get_active_step`, a successful answer shared from the cache rather than copied.
-    pub async fn active_step_kept(
-        &self,
-        req: ActiveStepRequest,
-        principal: Option<&Principal>,
-    ) -> Result<ActiveStep, EngineError> {
         let (session, release) = match self
             .open(
                 Operation::GetActiveStep,
@@ -135,7 +64,7 @@ impl Engine {
             .await?
         {
             Ok(opened) => opened,
-            Err(rejected) => return Ok(ActiveStep::Rejected(rejected)),
+            Err(rejected) => return Ok(StepResult::Rejected(rejected)),
         };
         // A read that succeeds changes nothing and proves nothing new: it is counted in the
         // metrics, not logged row by row (docs/engine.md §7). A refused read was audited above.
@@ -146,23 +75,17 @@ impl Engine {
                 && std::ptr::eq(kept.registry.as_ptr(), Arc::as_ptr(&registry))
         };
         if let Some(kept) = self.steps.get_if(&key, current) {
-            return Ok(ActiveStep::Kept(kept));
+            return Ok(StepResult::Active(Box::new(kept.payload.clone())));
         }
         let payload = self.active_payload_of(&session, &release).await?;
-        let json = serde_json::to_value(StepResult::Active(Box::new(payload.clone())))
-            .expect("payloads serialize");
-        let text = json.to_string();
-        // The payload, its value and its text each hold about the text's bytes.
-        let weight = text.len().saturating_mul(3);
-        let kept = Arc::new(KeptStep {
-            payload,
-            json,
-            text,
+        let kept = KeptStep {
+            payload: payload.clone(),
             created_at: session.created_at.clone(),
             registry: Arc::downgrade(&registry),
-        });
-        self.steps.insert(key, kept.clone(), weight);
-        Ok(ActiveStep::Kept(kept))
+        };
+        self.steps
+            .insert(key, Arc::new(kept), json_weight(&payload));
+        Ok(StepResult::Active(Box::new(payload)))
     }
 
     async fn active_payload_of(

@@ -34,7 +34,7 @@ use crate::{
     store::Store,
 };
 
-pub use active_step::{ACTIVE_STEP_CACHE_BOUNDS, ActiveStep, KeptStep};
+pub use active_step::ACTIVE_STEP_CACHE_BOUNDS;
 pub(crate) use record::Evidence;
 
 /// The MCP server's name, written into session files.
