@@ -55,8 +55,8 @@ async fn main() {
                     rimthan_stage::run(&config, &mut |_, _, _| {})
                         .await
                         .expect("a session past its setup step");
-                    let file = std::fs::read(project.path().join(SESSION_FILE))
-                        .expect("the session file");
+                    let file =
+                        std::fs::read(project.path().join(SESSION_FILE)).expect("the session file");
                     let file: serde_json::Value =
                         serde_json::from_slice(&file).expect("a JSON session file");
                     let call = serde_json::json!({
