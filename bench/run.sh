@@ -104,7 +104,7 @@ if [[ ${ONE_SESSION:-1} == 1 ]]; then
   TARGET_CMD="exec '$bin' serve --listen 127.0.0.1:\$PORT --database-url '$db'" \
   TARGET_LABEL="rimthan $version, one session repeated" TARGET_CALL="$work/call.json" OPS=call \
   PROTOCOLS=${PROTOCOLS:-'legacy 2026-07-28'} SERVERS=none MODES=${MODES:-stateless-json} \
-  CONCURRENCY=${CONCURRENCY:-'16 64'} REQUESTS=${REQUESTS:-5000} WARMUP=${WARMUP:-500} NAGLE_CHECK=0 APPEND=1 \
+  CONCURRENCY=${CONCURRENCY:-'16 64'} REQUESTS=${REQUESTS:-5000} WARMUP=${WARMUP:-$live} NAGLE_CHECK=0 APPEND=1 \
   RESULTS_MD="$out/results.md" RESULTS_JSONL="$out/results.jsonl" CARGO_TARGET_DIR="$kit/target" ./run.sh
 fi
 unset LOADGEN_VARY_META
