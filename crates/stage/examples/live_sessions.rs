@@ -74,7 +74,12 @@ async fn main() {
     let mut calls = std::mem::take(&mut *calls.lock().expect("workers are done"));
     // Sessions in the order they were started would put one worker's run of sessions together;
     // sorted by checkpoint, neighbouring calls name unrelated sessions.
-    calls.sort_by(|a, b| a.to_string().cmp(&b.to_string()));
+    calls.sort_by_cached_key(|call| {
+        call["arguments"]["checkpoint"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    });
     std::fs::write(out, serde_json::to_vec(&calls).expect("calls serialize")).expect("OUT written");
     println!("{} live sessions written to {out}", calls.len());
 }
