@@ -2,7 +2,22 @@
 # Load benchmark of the release binary, side by side with the peer kit in ../shared/bench-peers
 # (C: plain rmcp, D: bare axum ceiling; A and B with SERVERS='A B C D'), on both protocol
 # revisions, in one run, so every figure is a ratio against peers measured minutes apart on the
-# same machine. Also times start-up to ready, and complete research-study sessions.
+# same machine, with the server pinned to one core (the kit's taskset) and the load generator to
+# the other. What it measures is what a fleet of participants sends:
+#
+# - `get_active_step` round-robin over LIVE_SESSIONS (default 1,500) live sessions, each a real
+#   session past its setup step (`crates/stage/examples/live_sessions.rs`), against peer C's
+#   `tools/call`;
+# - `resources/read` of every listed resource, against peer C's reads;
+# - with VARY_META=1 (the default) every request of every server carrying its own W3C
+#   `traceparent`, as a header and in `params._meta`, as tracing clients send it: the load
+#   generator learns this from `bench/loadgen-vary-meta.patch`, applied to the kit's copy;
+#   every cell warms up with one pass over the sessions (WARMUP, default LIVE_SESSIONS), so the
+#   timed phase is a long-running server's steady state;
+# - the miss path: one pass of `get_active_step` over every session on a fresh server, where
+#   nothing is cached yet (each call reads its session from SQLite and builds its payload);
+# - as a note only, `get_active_step` on one session repeated (ONE_SESSION=0 skips it);
+# - start-up to ready, and complete sessions over HTTP on SQLite and PostgreSQL (not pinned).
 #
 #   bench/run.sh                       # C and D beside rimthan, C=16 and 64, 5,000 requests/cell
 #   SERVERS='A B C D' REQUESTS=20000 bench/run.sh
@@ -12,26 +27,37 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source_kit=${BENCH_PEERS:-$repo/../shared/bench-peers}
 [[ -x "$source_kit/run.sh" ]] || { echo "bench-peers kit not found at $source_kit (set BENCH_PEERS)" >&2; exit 2; }
-# The kit builds and installs into its own folder: run a copy (kept, so its builds are reused).
+# The kit builds and installs into its own folder: run a copy (kept, so its builds are reused),
+# with the load generator taught to vary per-request metadata.
 kit=${BENCH_WORK:-$HOME/.cache/rimthan-bench}/bench-peers
 mkdir -p "$kit"
 cp -r --no-preserve=mode "$source_kit/." "$kit/"
 chmod +x "$kit/run.sh" "$kit/report.py"
+patch -s -p1 -d "$kit" <"$repo/bench/loadgen-vary-meta.patch"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target}
-(cd "$repo" && cargo build --release -p rimthan-cli)
+(cd "$repo" && cargo build --release -p rimthan-cli && cargo build --release -p rimthan-stage --example live_sessions --example load)
 bin="$CARGO_TARGET_DIR/release/rimthan"
 out="$repo/bench/results"
 work=$(mktemp -d "${TMPDIR:-/tmp}/rimthan-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-# One store for every cell: each cell starts a fresh server process on it, so a checkpoint
-# issued before the run stays valid (the checkpoint secret lives in the store).
+# One store for every cell: each cell starts a fresh server process on it, so the checkpoints
+# issued before the run stay valid (the checkpoint secret lives in the store).
 db="sqlite://$work/bench.sqlite"
+live=${LIVE_SESSIONS:-1500}
+port=$(free_port)
+"$bin" serve --listen "127.0.0.1:$port" --database-url "$db" >/dev/null 2>&1 &
+server=$!
+trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
+until curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do sleep 0.05; done
 # The default release offers more than one workflow: name the one the figures were taken with.
-"$bin" stage --harness codex --workflow research-study --project "$work/project" --database-url "$db" >/dev/null
-checkpoint=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["checkpoint"])' "$work/project/.rimthan/workflow-session.json")
-printf '{"name": "rimthan.get_active_step", "arguments": {"checkpoint": "%s"}}\n' "$checkpoint" > "$work/call.json"
+"$CARGO_TARGET_DIR/release/examples/live_sessions" "http://127.0.0.1:$port/mcp" codex research-study \
+  8 "$live" "$work/calls.json"
+kill "$server"; wait "$server" 2>/dev/null || true
+python3 -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))[0], open(sys.argv[2], "w"))' \
+  "$work/calls.json" "$work/call.json"
 
 # Start-up to ready on the embedded registry (median of 20 starts).
 python3 - "$bin" "$work" <<'PY'
@@ -53,12 +79,35 @@ print(f"start-up to ready: median {statistics.median(times):.1f} ms, max {max(ti
 PY
 
 cd "$kit"
+export LOADGEN_VARY_META=${VARY_META:-1}
+version=$("$bin" --version | awk '{print $2}')
 TARGET_CMD="exec '$bin' serve --listen 127.0.0.1:\$PORT --database-url '$db'" \
-TARGET_LABEL="rimthan $("$bin" --version | awk '{print $2}')" \
-TARGET_DISCOVER=1 TARGET_CALL="$work/call.json" \
+TARGET_LABEL="rimthan $version" \
+TARGET_DISCOVER=1 TARGET_CALL="$work/calls.json" \
 PROTOCOLS=${PROTOCOLS:-'legacy 2026-07-28'} SERVERS=${SERVERS:-'C D'} MODES=${MODES:-stateless-json} \
-CONCURRENCY=${CONCURRENCY:-'16 64'} REQUESTS=${REQUESTS:-5000} WARMUP=${WARMUP:-500} NAGLE_CHECK=0 \
+CONCURRENCY=${CONCURRENCY:-'16 64'} REQUESTS=${REQUESTS:-5000} WARMUP=${WARMUP:-$live} NAGLE_CHECK=0 \
 RESULTS_MD="$out/results.md" RESULTS_JSONL="$out/results.jsonl" CARGO_TARGET_DIR="$kit/target" ./run.sh
+# The miss path, pinned like the cells: a fresh server, one pass over every live session.
+for protocol in ${PROTOCOLS:-legacy 2026-07-28}; do
+  port=$(free_port)
+  taskset -c 1 "$bin" serve --listen "127.0.0.1:$port" --database-url "$db" >/dev/null 2>&1 &
+  server=$!
+  until curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do sleep 0.05; done
+  echo "miss path, $protocol, $live sessions each read once, C=16:"
+  taskset -c 0 "$kit/target/release/loadgen" --url "http://127.0.0.1:$port/mcp" --op call \
+    --call-file "$work/calls.json" -c 16 -n "$live" --warmup 0 --protocol "$protocol" \
+    --server-pid "$server" | grep 'req/s'
+  kill "$server"; wait "$server" 2>/dev/null || true
+done
+if [[ ${ONE_SESSION:-1} == 1 ]]; then
+  # The note: one session's checkpoint, sent over and over (its payload kept from the first call).
+  TARGET_CMD="exec '$bin' serve --listen 127.0.0.1:\$PORT --database-url '$db'" \
+  TARGET_LABEL="rimthan $version, one session repeated" TARGET_CALL="$work/call.json" OPS=call \
+  PROTOCOLS=${PROTOCOLS:-'legacy 2026-07-28'} SERVERS=none MODES=${MODES:-stateless-json} \
+  CONCURRENCY=${CONCURRENCY:-'16 64'} REQUESTS=${REQUESTS:-5000} WARMUP=${WARMUP:-$live} NAGLE_CHECK=0 APPEND=1 \
+  RESULTS_MD="$out/results.md" RESULTS_JSONL="$out/results.jsonl" CARGO_TARGET_DIR="$kit/target" ./run.sh
+fi
+unset LOADGEN_VARY_META
 
 python3 - "$out/results.jsonl" <<'PY'
 import json, sys
@@ -68,9 +117,13 @@ def best(pred):
     return max(xs, key=lambda r: r["rps"]) if xs else None
 proto = lambda r: r.get("protocol", "legacy")
 for p in sorted({proto(r) for r in rows}):
-    for op in ("read", "call"):
+    for op, note in (("read", False), ("call", False), ("call", True)):
         is_op = lambda r: op in r.get("op", "")
-        ours = best(lambda r: r.get("server", "").startswith("rimthan") and is_op(r) and proto(r) == p)
+        ours = best(lambda r: r.get("server", "").startswith("rimthan") and is_op(r) and proto(r) == p
+                    and ("one session" in r.get("server", "")) == note)
+        if note and ours:
+            print(f"{p:>10} call, one session repeated (a note, not a fleet): {ours['rps']:,.0f} req/s at C={ours['concurrency']}")
+            continue
         c = best(lambda r: r.get("server", "").startswith("C") and is_op(r) and proto(r) == p)
         d = best(lambda r: r.get("server", "").startswith("D") and is_op(r))
         if not ours:
@@ -92,7 +145,6 @@ PY
 # dropped per cell). Not pinned: the workers share the machine. After each cell: the server's
 # per-tool latency (p50/p99 from its histogram), its CPU time per complete session (so its own
 # ceiling on one core), and for SQLite the largest the WAL file grew while the cell ran.
-(cd "$repo" && cargo build --release -p rimthan-stage --example load)
 pg=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
 stores=sqlite
 if command -v psql >/dev/null && psql "$pg/postgres" -Atc 'SELECT 1' >/dev/null 2>&1; then
@@ -101,7 +153,7 @@ fi
 ticks=$(getconf CLK_TCK)
 for kind in $stores; do
 for concurrency in ${SESSION_CONCURRENCY:-16 64}; do
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   store="$work/sessions-$concurrency.sqlite"
   database="sqlite://$store"
   if [[ $kind == postgres ]]; then
@@ -111,7 +163,7 @@ for concurrency in ${SESSION_CONCURRENCY:-16 64}; do
   fi
   "$bin" serve --listen "127.0.0.1:$port" --database-url "$database" >/dev/null 2>&1 &
   server=$!
-  trap 'kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+  trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
   until curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do sleep 0.05; done
   rm -f "$work/wal-peak"
   (peak=0; while kill -0 "$server" 2>/dev/null; do

@@ -14,6 +14,7 @@ mod attestation;
 mod audit;
 mod blockers;
 mod bounds;
+pub mod cache;
 pub mod chain;
 mod checkpoint;
 mod checks;
@@ -35,7 +36,7 @@ pub use bounds::{MAX_FORBIDDEN_PATHS, MAX_GLOB_BYTES, MAX_SCHEMA_ERROR_CHARS, MA
 pub use checkpoint::{Checkpoint, CheckpointKey, MIN_SECRET_BYTES};
 pub use checks::{CheckFinding, CheckRecord, CheckVerdict, MAX_KEPT_CHECK_FINDINGS};
 pub use codes::{Code, Failure};
-pub use engine::{AnsweredAt, Engine, SERVER_NAME};
+pub use engine::{ACTIVE_STEP_CACHE_BOUNDS, Engine, SERVER_NAME};
 pub use error::EngineError;
 pub use payload::*;
 pub use releases::Releases;

@@ -15,7 +15,7 @@ mod writes;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-pub use cache::SESSION_CACHE_CAPACITY;
+pub use cache::SESSION_CACHE_BOUNDS;
 pub use listing::{Age, MAX_PAGE, SessionQuery, SessionSummary, position};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
@@ -122,6 +122,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Loads a session: the stored revision, from memory when the store can prove it is current
     /// (`docs/engine.md` §7.1).
     async fn load_session(&self, id: &SessionId) -> Result<Option<Arc<Session>>, StoreError>;
+
+    /// What the store's cache of live sessions holds and how it has served; `None` for a
+    /// store that keeps none.
+    fn session_cache(&self) -> Option<crate::cache::CacheStats> {
+        None
+    }
 
     /// Replaces a session if its stored revision is still `expected_revision`, appending the
     /// audit entry in the same transaction. Returns whether it swapped.

@@ -6,6 +6,7 @@ mod attestations;
 mod audit_chain;
 mod backends;
 mod blockers;
+mod caches;
 mod checks;
 mod common;
 mod docs;

@@ -15,8 +15,6 @@ use axum::{
 use serde::de::IgnoredAny;
 use serde_json::json;
 
-use crate::replay::is_json;
-
 /// JSON-RPC's parse error.
 const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC's invalid request.
@@ -43,6 +41,13 @@ fn error_for(body: &[u8]) -> (i64, &'static str) {
         INVALID_REQUEST,
         "Invalid Request: not a JSON-RPC 2.0 request, notification or response",
     )
+}
+
+/// Whether a request declares a JSON body.
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"))
 }
 
 /// Middleware on `/mcp`, after the body was read whole (and bounded).

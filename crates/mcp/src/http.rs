@@ -1,5 +1,5 @@
-//! Streamable HTTP: the MCP endpoint at `/mcp` (both protocol revisions through rmcp, repeated
-//! resource reads replayed from pre-serialized answers), with Host and Origin allow-lists, bodies
+//! Streamable HTTP: the MCP endpoint at `/mcp` (both protocol revisions, every request through
+//! rmcp and its checks), with Host and Origin allow-lists, bodies
 //! bounded by [`crate::body`] and read only once the caller is authenticated, `/healthz`,
 //! `/readyz`, served on connections accepted and reaped by [`crate::conn`].
 
@@ -23,7 +23,6 @@ use crate::{
     body::{self, Bodies},
     conn::{self, ConnectionLimits},
     framing,
-    replay::{self, Replay},
     server::RimthanServer,
     sessions::BoundedSessionManager,
 };
@@ -177,11 +176,9 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
         config.max_body_bytes,
         config.max_buffered_bytes,
     );
-    let replay = Replay::new(server.engine().clone(), server.metrics().clone());
     // Outermost last: the caller is authenticated before a byte of its body is read.
     let mut mcp_routes = Router::new()
         .route_service(MCP_PATH, mcp)
-        .layer(middleware::from_fn_with_state(replay, replay::replay))
         .layer(middleware::from_fn(framing::framing))
         .layer(middleware::from_fn_with_state(
             bodies.clone(),

@@ -1,8 +1,11 @@
 //! Prometheus metrics (`docs/operations/deploy.md` §8), kept and encoded by `prometheus-client`
 //! (OpenMetrics text, label values escaped): tool calls by outcome and code, latency histograms,
-//! open sessions, the registry release in use, store errors and refused registry reloads.
+//! open sessions, the registry release in use, store errors, refused registry reloads, and what
+//! each bounded cache holds and how it has served.
 
 use std::time::Duration;
+
+use rimthan_engine::cache::CacheStats;
 
 use prometheus_client::{
     encoding::{
@@ -39,6 +42,11 @@ struct TaskLabel {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CacheLabel {
+    cache: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReleaseLabels {
     channel: String,
     release: String,
@@ -70,6 +78,9 @@ pub struct Gauges {
     pub release: String,
     /// Its manifest digest.
     pub manifest_sha256: String,
+    /// Each bounded cache by name: `session` (the store's live sessions), `active_step`
+    /// (payloads by session revision), `resource_read` (reads by registry snapshot and URI).
+    pub caches: Vec<(&'static str, CacheStats)>,
 }
 
 impl Default for Metrics {
@@ -186,6 +197,7 @@ impl Metrics {
             "The release new sessions start from",
             release,
         );
+        register_caches(&mut now, &gauges.caches);
         let mut out = String::new();
         encode_registry(&mut out, &self.registry)
             .and_then(|()| encode_registry(&mut out, &now))
@@ -193,6 +205,41 @@ impl Metrics {
             .expect("writing to a String cannot fail");
         out
     }
+}
+
+/// The caches' sizes as gauges and their lookups as counters, read when the page is rendered.
+fn register_caches(registry: &mut Registry, caches: &[(&'static str, CacheStats)]) {
+    let entries = Family::<CacheLabel, Gauge>::default();
+    let bytes = Family::<CacheLabel, Gauge>::default();
+    let hits = Family::<CacheLabel, Counter>::default();
+    let misses = Family::<CacheLabel, Counter>::default();
+    let evictions = Family::<CacheLabel, Counter>::default();
+    let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    for &(cache, stats) in caches {
+        let label = CacheLabel { cache };
+        entries.get_or_create(&label).set(gauge(stats.entries));
+        bytes.get_or_create(&label).set(gauge(stats.bytes));
+        hits.get_or_create(&label).inc_by(stats.hits);
+        misses.get_or_create(&label).inc_by(stats.misses);
+        evictions.get_or_create(&label).inc_by(stats.evictions);
+    }
+    registry.register("rimthan_cache_entries", "Entries a cache holds", entries);
+    registry.register(
+        "rimthan_cache_bytes",
+        "Bytes the values a cache holds weigh",
+        bytes,
+    );
+    registry.register("rimthan_cache_hits", "Lookups a cache answered", hits);
+    registry.register(
+        "rimthan_cache_misses",
+        "Lookups a cache could not answer",
+        misses,
+    );
+    registry.register(
+        "rimthan_cache_evictions",
+        "Entries dropped to keep a cache within its bounds",
+        evictions,
+    );
 }
 
 #[cfg(test)]
@@ -206,7 +253,24 @@ mod tests {
             channel: "a\"b\\c\nd".into(),
             release: "r".into(),
             manifest_sha256: "m".into(),
+            caches: vec![(
+                "session",
+                CacheStats {
+                    entries: 2,
+                    bytes: 300,
+                    hits: 5,
+                    ..CacheStats::default()
+                },
+            )],
         });
+        assert!(
+            page.contains(r#"rimthan_cache_bytes{cache="session"} 300"#),
+            "{page}"
+        );
+        assert!(
+            page.contains(r#"rimthan_cache_hits_total{cache="session"} 5"#),
+            "{page}"
+        );
         assert!(page.contains(r#"channel="a\"b\\c\nd""#), "{page}");
         assert!(!page.contains("rimthan_open_sessions "), "{page}");
         assert!(page.ends_with("# EOF\n"), "{page}");

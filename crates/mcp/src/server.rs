@@ -21,7 +21,7 @@ use crate::{
     metrics::{Gauges, Metrics},
     profile::Profile,
     prompts,
-    replay::AnswerSlot,
+    read_cache::ReadCache,
     tools,
 };
 
@@ -35,6 +35,7 @@ pub struct RimthanServer {
     profile: Profile,
     metrics: Arc<Metrics>,
     entrypoints: Entrypoints,
+    reads: Arc<ReadCache>,
 }
 
 impl RimthanServer {
@@ -45,6 +46,7 @@ impl RimthanServer {
             profile,
             metrics: Arc::default(),
             entrypoints: Entrypoints::default(),
+            reads: Arc::default(),
         }
     }
 
@@ -77,7 +79,19 @@ impl RimthanServer {
             manifest_sha256: active
                 .map(|r| r.manifest_sha256().to_string())
                 .unwrap_or_default(),
+            caches: self.caches(),
         })
+    }
+
+    /// Each bounded cache the server reads through, by the name its metrics carry.
+    pub fn caches(&self) -> Vec<(&'static str, rimthan_engine::cache::CacheStats)> {
+        let mut caches = Vec::with_capacity(3);
+        if let Some(sessions) = self.engine.store().session_cache() {
+            caches.push(("session", sessions));
+        }
+        caches.push(("active_step", self.engine.active_step_cache()));
+        caches.push(("resource_read", self.reads.stats()));
+        caches
     }
 
     fn active(
@@ -186,17 +200,12 @@ impl ServerHandler for RimthanServer {
             return Err(unknown());
         }
         let who = principal(&context);
-        let slot = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<AnswerSlot>());
         match tools::call(
             &self.engine,
             &self.metrics,
             &request.name,
             arguments,
             who.as_ref(),
-            slot,
         )
         .await
         {
@@ -230,8 +239,34 @@ impl ServerHandler for RimthanServer {
         _: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let (registry, active) = self.active()?;
-        let entrypoint = self.entrypoint(&registry, &active);
-        catalogue::read(&registry, &active, &entrypoint, self.profile, &request.uri).map(Into::into)
+        self.reads
+            .read(&registry, &request.uri, || {
+                let entrypoint = self.entrypoint(&registry, &active);
+                catalogue::read(&registry, &active, &entrypoint, self.profile, &request.uri)
+            })
+            .map(Into::into)
+    }
+
+    /// rmcp hands a request here when its method is unknown, or when it is a method rmcp knows
+    /// whose params did not parse (a `resources/read` without a string `params.uri`). The
+    /// second is JSON-RPC's invalid params, not an unknown method; either way the request has
+    /// passed every header and framing check rmcp makes first.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        if request.method == "resources/read" {
+            return Err(ErrorData::invalid_params(
+                "resources/read needs params.uri, a string",
+                None,
+            ));
+        }
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            request.method,
+            None,
+        ))
     }
 
     async fn list_prompts(

@@ -10,7 +10,7 @@ use rimthan_engine::{
 use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 use schemars::{JsonSchema, generate::SchemaSettings};
 
-use crate::{metrics::Metrics, replay::AnswerSlot};
+use crate::metrics::Metrics;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -193,22 +193,19 @@ fn labels(outcome: &impl ToolOutcome) -> Labels {
     )
 }
 
-/// Runs a tool; `None` when no tool has that name. A successful `get_active_step` tells `slot`
-/// (when the HTTP layer gave one) what stored state its answer was computed from.
+/// Runs a tool; `None` when no tool has that name.
 pub(crate) async fn call(
     engine: &Engine,
     metrics: &Metrics,
     name: &str,
     arguments: Option<JsonObject>,
     principal: Option<&Principal>,
-    slot: Option<&AnswerSlot>,
 ) -> Option<Result<CallToolResult, rmcp::ErrorData>> {
     let started = std::time::Instant::now();
     let tool = [START, ACTIVE_STEP, PREPARE, SUBMIT]
         .into_iter()
         .find(|t| *t == name)?;
-    let (result, (outcome, code)) =
-        dispatch(engine, metrics, tool, arguments, principal, slot).await?;
+    let (result, (outcome, code)) = dispatch(engine, metrics, tool, arguments, principal).await?;
     metrics.tool_call(tool, outcome, code, started.elapsed());
     Some(result)
 }
@@ -219,7 +216,6 @@ async fn dispatch(
     name: &str,
     arguments: Option<JsonObject>,
     principal: Option<&Principal>,
-    slot: Option<&AnswerSlot>,
 ) -> Option<(Result<CallToolResult, rmcp::ErrorData>, Labels)> {
     macro_rules! run {
         ($request:ty, |$req:ident| $call:expr) => {
@@ -242,13 +238,7 @@ async fn dispatch(
     }
     Some(match name {
         START => run!(StartRequest, |r| engine.start(r, principal)),
-        ACTIVE_STEP => run!(ActiveStepRequest, |r| async {
-            let (outcome, at) = engine.active_step_at(r, principal).await?;
-            if let (Some(slot), Some(at)) = (slot, at) {
-                slot.fill(at, outcome.outcome().as_str());
-            }
-            Ok::<_, EngineError>(outcome)
-        }),
+        ACTIVE_STEP => run!(ActiveStepRequest, |r| engine.active_step(r, principal)),
         PREPARE => run!(PrepareRequest, |r| engine.prepare(r, principal)),
         SUBMIT => run!(SubmitRequest, |r| engine.submit(r, principal)),
         _ => return None,

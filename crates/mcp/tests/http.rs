@@ -127,7 +127,7 @@ async fn repeated_reads_get_the_same_answer_on_both_revisions() {
     assert!(listed.len() > 10);
     for version in ["2025-11-25", "2026-07-28"] {
         for resource in &listed {
-            // The first answer comes from rmcp; the second is replayed with its own id.
+            // The first answer is built; the second is kept from it, with its own id.
             let (status, first) = raw_read(http.addr, version, &resource.uri, json!(1)).await;
             assert_eq!(status, 200, "{version} {}: {first}", resource.uri);
             let (status, second) = raw_read(http.addr, version, &resource.uri, json!("two")).await;
@@ -144,7 +144,7 @@ async fn repeated_reads_get_the_same_answer_on_both_revisions() {
 }
 
 #[tokio::test]
-async fn a_replayed_read_still_gets_every_header_check() {
+async fn a_kept_read_still_gets_every_header_check() {
     let http = http_server(server(Profile::WorkflowEngine).await).await;
     let read = |version: &str, id: u32| {
         read_request(version, "rimthan://bootstrap/agent-entrypoint", json!(id))
@@ -208,11 +208,11 @@ async fn counted(addr: std::net::SocketAddr, outcome: &str) -> u64 {
         .sum()
 }
 
-/// A repeated `get_active_step` is answered from the kept answer only while its session stands
-/// at the revision that answer was computed from: after a change, the same checkpoint gets the
-/// new state or its refusal, never the kept answer. Every call is counted either way.
+/// A repeated `get_active_step` gets the same answer, counted every time; after a change, the
+/// same checkpoint gets the new state (what an engine with nothing kept computes) or its
+/// refusal, never an answer kept from before.
 #[tokio::test]
-async fn repeated_active_step_reads_are_replayed_only_while_the_session_stands() {
+async fn get_active_step_shows_the_new_state_after_every_change() {
     let server = server(Profile::WorkflowEngine).await;
     let engine = server.engine().clone();
     let http = http_server(server).await;
@@ -220,10 +220,18 @@ async fn repeated_active_step_reads_are_replayed_only_while_the_session_stands()
     let (workflow, _) = shipped_workflows().into_iter().next().unwrap();
     let (start, payload) = session_at_first_work_step(&client, &workflow, "codex").await;
     let checkpoint = &payload["checkpoint"];
+    // An engine over the same store with empty caches: the answer the stored session gives.
     let direct = |checkpoint: &Value| {
         let engine = engine.clone();
         let checkpoint = checkpoint.as_str().unwrap().to_owned();
         async move {
+            let engine = rimthan_engine::Engine::new(
+                engine.releases().clone(),
+                engine.store().clone(),
+                None,
+            )
+            .await
+            .unwrap();
             let result = engine
                 .active_step(rimthan_engine::ActiveStepRequest { checkpoint }, None)
                 .await

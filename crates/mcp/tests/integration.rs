@@ -4,6 +4,7 @@ mod admin;
 mod arguments_fuzz;
 mod auth;
 mod bootstrap;
+mod caches;
 mod common;
 mod connections;
 mod hostile;

@@ -14,6 +14,7 @@ fn failures(metrics: &Metrics, task: &str) -> Option<String> {
         channel: "stable".into(),
         release: "r".into(),
         manifest_sha256: "0".repeat(64),
+        caches: Vec::new(),
     });
     let prefix = format!("rimthan_background_task_failures_total{{task=\"{task}\"}} ");
     page.lines()

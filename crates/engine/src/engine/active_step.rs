@@ -1,24 +1,50 @@
 //! `rimthan.get_active_step`: the session's active step, for the checkpoint that is current.
+//!
+//! The payload is a pure function of the session at one revision and of the release it pins
+//! (release content is immutable; the checkpoint, the URIs and a completed session's signed
+//! statement are all deterministic), so it is computed once per revision and kept in a cache
+//! bounded in bytes and entries, keyed by the session id and revision, never by anything a
+//! caller sent. Every call still opens the session first: the checkpoint, the caller's access
+//! and the checkpoint's sequence are checked against the stored session on every call, and a
+//! change moves the revision ([`Engine::change`]), so a kept payload can never answer for a
+//! session that moved on.
+
+use std::sync::{Arc, Weak};
+
+use rimthan_registry::VerifiedRegistry;
 
 use super::{Engine, Evidence, SERVER_NAME};
 use crate::{
     audit::Operation,
+    cache::{BoundedCache, CacheBounds, json_weight},
     error::EngineError,
-    payload::StepResult,
+    payload::{ActivePayload, StepResult},
     request::ActiveStepRequest,
-    session::{Principal, SessionId},
+    session::{Principal, Session, SessionId},
     view::Pinned,
 };
 
-/// The stored state an answer was computed from: the same session at the same revision, under
-/// the same registry and caller, gets the same answer (`docs/mcp.md` §3.1).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AnsweredAt {
-    /// The session.
-    pub session: SessionId,
-    /// Its revision.
-    pub revision: u64,
+/// The bounds of the active-step cache: a payload is a few KiB, so a fleet's thousands of live
+/// sessions fit.
+pub const ACTIVE_STEP_CACHE_BOUNDS: CacheBounds = CacheBounds {
+    max_bytes: 32 * 1024 * 1024,
+    max_entries: 65_536,
+};
+
+/// A kept payload and what it was computed from beyond its key.
+#[derive(Debug)]
+pub(super) struct KeptStep {
+    payload: ActivePayload,
+    /// A session pruned and started anew from its idempotency key has the same id and starts
+    /// again at revision 0: its creation time tells the two apart.
+    created_at: String,
+    /// The registry snapshot the release was resolved in; a weak pointer keeps its address
+    /// from being reused without keeping a replaced registry in memory.
+    registry: Weak<VerifiedRegistry>,
 }
+
+/// Active-step payloads by session id and revision.
+pub(super) type StepCache = BoundedCache<(SessionId, u64), Arc<KeptStep>>;
 
 impl Engine {
     /// `rimthan.get_active_step`.
@@ -27,15 +53,6 @@ impl Engine {
         req: ActiveStepRequest,
         principal: Option<&Principal>,
     ) -> Result<StepResult, EngineError> {
-        Ok(self.active_step_at(req, principal).await?.0)
-    }
-
-    /// `rimthan.get_active_step`, with the revision a successful answer was computed from.
-    pub async fn active_step_at(
-        &self,
-        req: ActiveStepRequest,
-        principal: Option<&Principal>,
-    ) -> Result<(StepResult, Option<AnsweredAt>), EngineError> {
         let (session, release) = match self
             .open(
                 Operation::GetActiveStep,
@@ -47,25 +64,45 @@ impl Engine {
             .await?
         {
             Ok(opened) => opened,
-            Err(rejected) => return Ok((StepResult::Rejected(rejected), None)),
+            Err(rejected) => return Ok(StepResult::Rejected(rejected)),
         };
-        let pinned = Pinned::resolve(&release, &session, &self.policies)?;
-        let mut payload = pinned.active_payload(&session, &self.key, SERVER_NAME);
-        // A completed session's statement stays readable: a harness that lost the completing
-        // answer gets it here.
-        payload.provenance = self.provenance(&session).await?;
         // A read that succeeds changes nothing and proves nothing new: it is counted in the
         // metrics, not logged row by row (docs/engine.md §7). A refused read was audited above.
-        let at = AnsweredAt {
-            session: session.id.clone(),
-            revision: session.revision,
+        let registry = self.releases.snapshot();
+        let key = (session.id.clone(), session.revision);
+        let current = |kept: &Arc<KeptStep>| {
+            kept.created_at == session.created_at
+                && std::ptr::eq(kept.registry.as_ptr(), Arc::as_ptr(&registry))
         };
-        Ok((StepResult::Active(Box::new(payload)), Some(at)))
+        if let Some(kept) = self.steps.get_if(&key, current) {
+            return Ok(StepResult::Active(Box::new(kept.payload.clone())));
+        }
+        let payload = self.active_payload_of(&session, &release).await?;
+        let kept = KeptStep {
+            payload: payload.clone(),
+            created_at: session.created_at.clone(),
+            registry: Arc::downgrade(&registry),
+        };
+        self.steps
+            .insert(key, Arc::new(kept), json_weight(&payload));
+        Ok(StepResult::Active(Box::new(payload)))
     }
 
-    /// The stored revision of a session, from memory when the store can prove it current
-    /// (`docs/engine.md` §7.1); `None` when it is not stored.
-    pub async fn revision(&self, session: &SessionId) -> Result<Option<u64>, EngineError> {
-        Ok(self.store.load_session(session).await?.map(|s| s.revision))
+    async fn active_payload_of(
+        &self,
+        session: &Session,
+        release: &Arc<rimthan_registry::VerifiedRelease>,
+    ) -> Result<ActivePayload, EngineError> {
+        let pinned = Pinned::resolve(release, session, &self.policies)?;
+        let mut payload = pinned.active_payload(session, &self.key, SERVER_NAME);
+        // A completed session's statement stays readable: a harness that lost the completing
+        // answer gets it here.
+        payload.provenance = self.provenance(session).await?;
+        Ok(payload)
+    }
+
+    /// What the active-step cache holds and how it has served.
+    pub fn active_step_cache(&self) -> crate::cache::CacheStats {
+        self.steps.stats()
     }
 }

@@ -35,7 +35,7 @@ use crate::{
     store::Store,
 };
 
-pub use active_step::AnsweredAt;
+pub use active_step::ACTIVE_STEP_CACHE_BOUNDS;
 pub(crate) use record::Evidence;
 
 /// The MCP server's name, written into session files.
@@ -55,6 +55,7 @@ pub struct Engine {
     key: CheckpointKey,
     policies: PolicyCache,
     provenance: ProvenanceKey,
+    steps: active_step::StepCache,
 }
 
 /// What one attempt at a change decided, from the session as it was read.
@@ -62,8 +63,9 @@ enum Decision<T> {
     /// Answer without changing the session, after appending the audit entry (a replayed
     /// retry, or a refusal).
     Answer(T, AuditEntry),
-    /// Store `next` if the session is still at the revision read, with its audit entry in the
-    /// same transaction, then answer; when another call changed it first, decide again.
+    /// Store `next` one revision on, if the session is still at the revision read, with its
+    /// audit entry in the same transaction, then answer; when another call changed it first,
+    /// decide again. The operation leaves `next.revision` alone: [`Engine::change`] moves it.
     Change {
         next: Box<Session>,
         audit: AuditEntry,
@@ -118,6 +120,7 @@ impl Engine {
             key,
             policies: PolicyCache::default(),
             provenance,
+            steps: active_step::StepCache::new(ACTIVE_STEP_CACHE_BOUNDS),
         })
     }
 
@@ -237,10 +240,13 @@ impl Engine {
                     return Ok(answer);
                 }
                 Decision::Change {
-                    next,
+                    mut next,
                     audit,
                     answer,
                 } => {
+                    // The one place a revision moves: every stored change is one revision on
+                    // from the session it was decided from, whatever the operation.
+                    next.revision = session.revision + 1;
                     if self
                         .store
                         .update_session(session.revision, &next, &audit)

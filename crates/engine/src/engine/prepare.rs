@@ -70,7 +70,6 @@ impl Engine {
                         next.host_attestation_sha256 = Some(digest);
                     }
                     next.last_change = Some(change.clone());
-                    next.revision += 1;
                     next.updated_at = now_rfc3339();
                     let mut audit = self.audit(TOOL, Some(&next), Outcome::Ready, principal);
                     evidence.apply(&mut audit);

@@ -131,7 +131,6 @@ impl Engine {
             }
             next.last_change = Some(change.clone());
             next.seq += 1;
-            next.revision += 1;
             next.updated_at = now;
             let answer = StepResult::Active(Box::new(pinned.active_payload(
                 &next,

@@ -11,18 +11,26 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use hashlink::LruCache;
+use crate::{
+    cache::{CacheBounds, CacheStats, Weighed},
+    session::{Session, SessionId},
+};
 
-use crate::session::{Session, SessionId};
-
-/// How many live sessions one process keeps, least recently used first out.
-pub const SESSION_CACHE_CAPACITY: usize = 1024;
+/// What one process keeps of the live sessions, least recently used first out, weighed by their
+/// stored state: sized for a fleet (thousands of live sessions at a few KiB each), so a
+/// round-robin over more sessions than a count-bounded cache holds does not miss on every call.
+pub const SESSION_CACHE_BOUNDS: CacheBounds = CacheBounds {
+    max_bytes: 64 * 1024 * 1024,
+    max_entries: 65_536,
+};
 
 #[derive(Debug)]
 struct Inner {
-    sessions: LruCache<SessionId, Arc<Session>>,
+    sessions: Weighed<SessionId, Arc<Session>>,
     /// Bumped by every committed change, so a read that raced one is not cached.
     epoch: u64,
+    hits: u64,
+    misses: u64,
 }
 
 /// A bounded map of session id to the latest revision this process has seen.
@@ -37,11 +45,13 @@ pub(crate) struct SessionCache {
 pub(crate) struct ReadTicket(u64);
 
 impl SessionCache {
-    pub(crate) fn new(capacity: usize) -> Self {
+    pub(crate) fn new(bounds: CacheBounds) -> Self {
         Self {
             inner: Mutex::new(Inner {
-                sessions: LruCache::new(capacity.max(1)),
+                sessions: Weighed::new(bounds),
                 epoch: 0,
+                hits: 0,
+                misses: 0,
             }),
         }
     }
@@ -51,19 +61,26 @@ impl SessionCache {
     }
 
     pub(crate) fn get(&self, id: &SessionId) -> Option<Arc<Session>> {
-        self.lock().sessions.get(id).cloned()
+        let mut inner = self.lock();
+        let found = inner.sessions.get(id).cloned();
+        if found.is_some() {
+            inner.hits += 1;
+        } else {
+            inner.misses += 1;
+        }
+        found
     }
 
     pub(crate) fn ticket(&self) -> ReadTicket {
         ReadTicket(self.lock().epoch)
     }
 
-    /// Caches a session read from the store, unless a change committed since `ticket` was
-    /// taken, or the cache already holds a later revision.
-    pub(crate) fn read(&self, ticket: ReadTicket, session: Arc<Session>) {
+    /// Caches a session read from the store (its state `weight` bytes long), unless a change
+    /// committed since `ticket` was taken, or the cache already holds a later revision.
+    pub(crate) fn read(&self, ticket: ReadTicket, session: Arc<Session>, weight: usize) {
         let mut inner = self.lock();
         if inner.epoch == ticket.0 {
-            put(&mut inner, session);
+            put(&mut inner, session, weight);
         }
     }
 
@@ -76,22 +93,32 @@ impl SessionCache {
         }
     }
 
-    /// Records a change this process committed.
-    pub(crate) fn committed(&self, session: Arc<Session>) {
+    /// Records a change this process committed (the session's state `weight` bytes long).
+    pub(crate) fn committed(&self, session: Arc<Session>, weight: usize) {
         let mut inner = self.lock();
         inner.epoch += 1;
-        put(&mut inner, session);
+        put(&mut inner, session, weight);
+    }
+
+    /// What the cache holds and how it has served.
+    pub(crate) fn stats(&self) -> CacheStats {
+        let inner = self.lock();
+        CacheStats {
+            hits: inner.hits,
+            misses: inner.misses,
+            ..inner.sessions.stats()
+        }
     }
 }
 
 /// Keeps `session` unless the cache holds a later revision of the same session. A session
 /// created at another time under the same id (pruned, then started anew from its idempotency
 /// key) is another session, whatever its revision.
-fn put(inner: &mut Inner, session: Arc<Session>) {
+fn put(inner: &mut Inner, session: Arc<Session>, weight: usize) {
     let newer = inner.sessions.get(&session.id).is_none_or(|cached| {
         cached.created_at != session.created_at || cached.revision < session.revision
     });
     if newer {
-        inner.sessions.insert(session.id.clone(), session);
+        inner.sessions.insert(session.id.clone(), session, weight);
     }
 }

@@ -185,7 +185,7 @@ fn stopped() -> StoreError {
 /// Records a committed session change in the cache.
 fn remember(cache: Option<&SessionCache>, write: &Write) {
     if let (Some(cache), Write::Insert(row, _) | Write::Update { row, .. }) = (cache, write) {
-        cache.committed(row.session.clone());
+        cache.committed(row.session.clone(), row.state.len());
     }
 }
 

@@ -12,7 +12,7 @@ use sqlx::{
 use super::{
     AuditEntry, Pruned, SessionQuery, SessionSummary, StatsQuery, Store, StoreError,
     StoreErrorKind, WorkflowCount, WorkflowStats, audit_log,
-    cache::{SESSION_CACHE_CAPACITY, SessionCache},
+    cache::{SESSION_CACHE_BOUNDS, SessionCache},
     chains::{self, ChainStatements},
     commit::{Apply, Committer, SessionRow, Write},
     decode_session, listing,
@@ -98,7 +98,7 @@ impl PostgresStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::new(StoreErrorKind::Migration, e))?;
-        let cache = Arc::new(SessionCache::new(SESSION_CACHE_CAPACITY));
+        let cache = Arc::new(SessionCache::new(SESSION_CACHE_BOUNDS));
         Ok(Self {
             changes: Committer::spawn(
                 Transactions {
@@ -289,6 +289,10 @@ impl Store for PostgresStore {
         Ok(())
     }
 
+    fn session_cache(&self) -> Option<crate::cache::CacheStats> {
+        Some(self.cache.stats())
+    }
+
     async fn load_session(&self, id: &SessionId) -> Result<Option<Arc<Session>>, StoreError> {
         if let Some(cached) = self.cache.get(id) {
             // Another replica may have changed it, or pruned it and started it anew from the
@@ -319,8 +323,9 @@ impl Store for PostgresStore {
             .fetch_optional(&self.pool)
             .await?;
         let Some(row) = row else { return Ok(None) };
-        let session = Arc::new(decode_session(&row.try_get::<String, _>("state")?)?);
-        self.cache.read(ticket, session.clone());
+        let state = row.try_get::<String, _>("state")?;
+        let session = Arc::new(decode_session(&state)?);
+        self.cache.read(ticket, session.clone(), state.len());
         Ok(Some(session))
     }
 

@@ -15,7 +15,7 @@ use sqlx::{
 use super::{
     AuditEntry, Pruned, SessionQuery, SessionSummary, StatsQuery, Store, StoreError,
     StoreErrorKind, WorkflowCount, WorkflowStats, audit_log,
-    cache::{SESSION_CACHE_CAPACITY, SessionCache},
+    cache::{SESSION_CACHE_BOUNDS, SessionCache},
     chains::{self, ChainStatements},
     commit::{Apply, Committer, SessionRow, Write},
     decode_session, listing,
@@ -112,7 +112,7 @@ impl SqliteStore {
                     .await?,
             )
         };
-        let cache = Arc::new(SessionCache::new(SESSION_CACHE_CAPACITY));
+        let cache = Arc::new(SessionCache::new(SESSION_CACHE_BOUNDS));
         Ok(Self {
             pool,
             writer: Some(Writer {
@@ -387,6 +387,10 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn session_cache(&self) -> Option<crate::cache::CacheStats> {
+        self.writer.as_ref().map(|w| w.cache.stats())
+    }
+
     async fn load_session(&self, id: &SessionId) -> Result<Option<Arc<Session>>, StoreError> {
         let cache = self.writer.as_ref().map(|w| &w.cache);
         if let Some(cached) = cache.and_then(|c| c.get(id)) {
@@ -398,9 +402,10 @@ impl Store for SqliteStore {
             .fetch_optional(&self.pool)
             .await?;
         let Some(row) = row else { return Ok(None) };
-        let session = Arc::new(decode_session(&row.try_get::<String, _>("state")?)?);
+        let state = row.try_get::<String, _>("state")?;
+        let session = Arc::new(decode_session(&state)?);
         if let (Some(cache), Some(ticket)) = (cache, ticket) {
-            cache.read(ticket, session.clone());
+            cache.read(ticket, session.clone(), state.len());
         }
         Ok(Some(session))
     }
