@@ -116,7 +116,8 @@ impl Session {
     }
 
     async fn revision(&self) -> u64 {
-        self.engine.revision(&self.id).await.unwrap().unwrap()
+        let session = self.engine.store().load_session(&self.id).await.unwrap();
+        session.unwrap().revision
     }
 
     async fn decide(&self, by: &Approver, decision: Decision) -> DecisionResult {

@@ -139,13 +139,13 @@ impl DecisionInput {
 async fn session_of(state: &AdminState, id: &str) -> Result<(SessionId, u64), Refusal> {
     let unknown = || Refusal::not_found("There is no session with this id.");
     let id: SessionId = bounded("session id", id)?.parse().map_err(|_| unknown())?;
-    let revision = state
+    let session = state
         .engine
-        .revision(&id)
-        .await
-        .map_err(|e| Refusal::new(StatusCode::SERVICE_UNAVAILABLE, "Try again", e.to_string()))?
+        .store()
+        .load_session(&id)
+        .await?
         .ok_or_else(unknown)?;
-    Ok((id, revision))
+    Ok((id, session.revision))
 }
 
 /// The HTTP status a refused decision answers with.
