@@ -158,7 +158,11 @@ fn many_slow_and_large_bodies_with_and_without_a_token_stay_within_the_stated_me
     // 384 callers without a token, each sending all of a 4 MiB body but its last byte.
     let slow = send_all(port, 384, None, &body, BODY_BYTES - 1);
     grown("384 slow bodies without a token");
-    assert!(statuses(slow).iter().all(|s| *s == 401));
+    // Refused unread: a client still writing when the server closes may get a reset instead of
+    // the 401 (0 here), which refuses it just the same.
+    let refused = statuses(slow);
+    assert!(refused.iter().all(|s| [401, 0].contains(s)), "{refused:?}");
+    assert!(refused.contains(&401), "{refused:?}");
 
     // 32 callers with a token at once, each sending all of a 4 MiB body but its last byte.
     let slow = send_all(port, 32, Some("ada-token"), &body, BODY_BYTES - 1);
