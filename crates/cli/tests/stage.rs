@@ -12,12 +12,17 @@ use common::{build_signed, outside_source};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
 
-/// A `rimthan serve` on a free loopback port, killed when dropped.
+/// A `rimthan serve` on a free loopback port, killed when dropped. It authenticates with a
+/// token file: `PARTICIPANT` runs sessions, `FACILITATOR` signs steps off.
 struct Server {
     child: Child,
     url: String,
+    base: String,
     _dir: tempfile::TempDir,
 }
+
+const PARTICIPANT: &str = "pat";
+const FACILITATOR: &str = "ann";
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -37,8 +42,21 @@ fn serve_with(extra: &[&str]) -> Server {
         .local_addr()
         .unwrap()
         .port();
+    let hash = |t: &str| rimthan_registry::Sha256Digest::of(t.as_bytes()).to_string();
+    let tokens = dir.path().join("tokens.json");
+    std::fs::write(
+        &tokens,
+        serde_json::json!({"tokens": [
+            {"sha256": hash(PARTICIPANT), "principal": PARTICIPANT, "organization": "acme", "scopes": ["rimthan:workflow"]},
+            {"sha256": hash(FACILITATOR), "principal": FACILITATOR, "organization": "acme", "facilitator": "organization"},
+        ]})
+        .to_string(),
+    )
+    .unwrap();
     let child = Command::new(BIN)
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--auth", "tokens", "--auth-tokens-file"])
+        .arg(&tokens)
         .args(extra)
         .arg("--database-url")
         .arg(format!(
@@ -57,12 +75,19 @@ fn serve_with(extra: &[&str]) -> Server {
     Server {
         child,
         url: format!("http://127.0.0.1:{port}/mcp"),
+        base: format!("http://127.0.0.1:{port}"),
         _dir: dir,
     }
 }
 
+/// `rimthan stage`, as the participant when it talks to a server.
 fn stage(args: &[&str]) -> Output {
-    Command::new(BIN).arg("stage").args(args).output().unwrap()
+    let mut command = Command::new(BIN);
+    command.arg("stage").args(args);
+    if args.contains(&"--url") {
+        command.env("RIMTHAN_TOKEN", PARTICIPANT);
+    }
+    command.output().unwrap()
 }
 
 fn stderr(output: &Output) -> String {
@@ -93,6 +118,7 @@ const SHIPPED: [(&str, &[(&str, &str)]); 2] = [
 #[test]
 fn every_shipped_workflow_completes_on_every_harness_it_pins_against_a_served_engine() {
     let server = serve();
+    let mut signed_off = 0;
     for (workflow, harnesses) in SHIPPED {
         let steps = std::fs::read_to_string(format!(
             "../../registry/source/workflows/{workflow}/1.0.0/workflow.json"
@@ -123,8 +149,37 @@ fn every_shipped_workflow_completes_on_every_harness_it_pins_against_a_served_en
                 "{workflow} {harness}: {}",
                 stderr(&out)
             );
-            assert!(String::from_utf8_lossy(&out.stdout).contains(": completed"));
-            assert_eq!(step_lines(&out).len(), steps, "{workflow} {harness}");
+            let mut stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            let mut handled = step_lines(&out).len();
+            // A step that waits for sign-off: a facilitator approves it on the command line
+            // with their own token, and the participant's harness resumes.
+            if stdout.contains("): awaiting_approval") {
+                let session = stdout.split_whitespace().nth(1).unwrap().to_owned();
+                let approved = Command::new(BIN)
+                    .args(["sessions", "approve", &session, "--server", &server.base])
+                    .args(["--step", "write-migration", "--note", "Read it."])
+                    .env("RIMTHAN_TOKEN", FACILITATOR)
+                    .output()
+                    .unwrap();
+                assert!(approved.status.success(), "{}", stderr(&approved));
+                let resumed = stage(&[
+                    "--harness",
+                    harness,
+                    "--url",
+                    &server.url,
+                    "--protocol",
+                    protocol,
+                    "--project",
+                    project.path().to_str().unwrap(),
+                    "--resume",
+                ]);
+                assert!(resumed.status.success(), "{}", stderr(&resumed));
+                stdout = String::from_utf8_lossy(&resumed.stdout).into_owned();
+                handled += step_lines(&resumed).len();
+                signed_off += 1;
+            }
+            assert!(stdout.contains(": completed"), "{workflow} {harness}: {stdout}");
+            assert_eq!(handled, steps, "{workflow} {harness}");
             let session: serde_json::Value = serde_json::from_slice(
                 &std::fs::read(project.path().join(".rimthan/workflow-session.json")).unwrap(),
             )
@@ -143,6 +198,7 @@ fn every_shipped_workflow_completes_on_every_harness_it_pins_against_a_served_en
             assert!(!project.path().join(".claude").exists() || *harness == "claude-code");
         }
     }
+    assert!(signed_off > 0, "no shipped workflow waited for sign-off");
 }
 
 #[test]

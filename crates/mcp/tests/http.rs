@@ -33,7 +33,9 @@ async fn a_whole_session_runs_over_http_on_the_2026_07_28_revision() {
 
 #[tokio::test]
 async fn every_shipped_workflow_completes_on_every_harness_it_pins_over_both_revisions() {
-    let http = http_server(server(Profile::WorkflowEngine).await).await;
+    let served = server(Profile::WorkflowEngine).await;
+    let engine = served.engine().clone();
+    let http = http_server(served).await;
     let legacy = legacy_http_client(&http.url).await;
     let modern = modern_http_client(&http.url).await;
     let workflows = shipped_workflows();
@@ -41,7 +43,7 @@ async fn every_shipped_workflow_completes_on_every_harness_it_pins_over_both_rev
     for (workflow, harnesses) in workflows {
         for (i, harness) in harnesses.iter().enumerate() {
             let client = if i % 2 == 0 { &legacy } else { &modern };
-            let done = run_workflow(client, &workflow, harness).await;
+            let done = run_workflow(client, &engine, &workflow, harness).await;
             assert_eq!(done["status"], "completed", "{workflow} as {harness}");
         }
     }

@@ -1,7 +1,8 @@
 //! An unlucky network: 200 scripted sessions run through a fault-injecting proxy that drops
 //! replies after the server answered, cuts requests mid-body and delays bytes. Retrying the
-//! identical request the way `rimthan stage` does, every session ends `completed`, none is left
-//! open, and the audit log holds each transition exactly once. On SQLite always, on PostgreSQL
+//! identical request the way `rimthan stage` does, every session ends `completed` (a session
+//! waiting for sign-off is signed off and resumed through the same proxy), none is left open,
+//! and the audit log holds each transition exactly once. On SQLite always, on PostgreSQL
 //! when `RIMTHAN_TEST_DATABASE_URL` is set.
 
 mod proxy;
@@ -36,7 +37,7 @@ async fn sessions_survive_an_unlucky_network(store: Arc<dyn Store>, seed: u64) {
     let registry = rimthan_registry::verify_embedded().unwrap();
     let releases = Arc::new(Releases::new(registry, "stable".parse().unwrap()));
     let engine = Arc::new(Engine::new(releases, store.clone(), None).await.unwrap());
-    let server = RimthanServer::new(engine, Profile::WorkflowEngine);
+    let server = RimthanServer::new(engine.clone(), Profile::WorkflowEngine);
     let listener = http::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let config = HttpConfig::loopback(listener.local_addr().unwrap());
     let upstream = config.listen;
@@ -53,13 +54,15 @@ async fn sessions_survive_an_unlucky_network(store: Arc<dyn Store>, seed: u64) {
 
     let projects = tempfile::tempdir().unwrap();
     let slots = Arc::new(Semaphore::new(CONCURRENT));
+    let signed_off = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let runs: Vec<_> = (0..SESSIONS)
         .map(|i| {
-            let (slots, url) = (slots.clone(), url.clone());
+            let (slots, url, engine) = (slots.clone(), url.clone(), engine.clone());
+            let signed_off = signed_off.clone();
             let project = projects.path().join(format!("p{i}"));
             tokio::spawn(async move {
                 let _slot = slots.acquire().await.unwrap();
-                let config = StageConfig {
+                let mut config = StageConfig {
                     harness: [Harness::Codex, Harness::ClaudeCode][i % 2],
                     target: Target::Url {
                         url,
@@ -78,7 +81,19 @@ async fn sessions_survive_an_unlucky_network(store: Arc<dyn Store>, seed: u64) {
                     revise: false,
                     stop_after: None,
                 };
-                rimthan_stage::run(&config, &mut |_, _, _| {}).await
+                let mut summary = rimthan_stage::run(&config, &mut |_, _, _| {}).await?;
+                // A step that waits for sign-off: a facilitator decides, and the harness
+                // resumes through the same unlucky network.
+                if summary.status == "awaiting_approval" {
+                    let session = summary.session_id.parse().unwrap();
+                    rimthan_testkit::engine::sign_off(&engine, &session).await;
+                    config.resume = true;
+                    let resumed = rimthan_stage::run(&config, &mut |_, _, _| {}).await?;
+                    summary.steps.extend(resumed.steps);
+                    summary.status = resumed.status;
+                    signed_off.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok::<_, rimthan_stage::StageError>(summary)
             })
         })
         .collect();
@@ -127,7 +142,12 @@ async fn sessions_survive_an_unlucky_network(store: Arc<dyn Store>, seed: u64) {
         assert_eq!(
             count(
                 Operation::SubmitStepReports,
-                &[Outcome::Active, Outcome::Revise, Outcome::Completed]
+                &[
+                    Outcome::Active,
+                    Outcome::Revise,
+                    Outcome::AwaitingApproval,
+                    Outcome::Completed
+                ]
             ),
             *steps,
             "{session}: a transition is missing or doubled"
@@ -138,6 +158,10 @@ async fn sessions_survive_an_unlucky_network(store: Arc<dyn Store>, seed: u64) {
             .count();
     }
     assert!(replayed > 0, "no lost reply was ever retried: {counts:?}");
+    assert!(
+        signed_off.load(Ordering::Relaxed) > 0,
+        "no session waited for sign-off: the shipped migration step asks for it"
+    );
     eprintln!(
         "{SESSIONS} sessions completed through {counts:?}; {replayed} identical retries answered"
     );

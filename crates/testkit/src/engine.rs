@@ -11,8 +11,8 @@ pub use crate::fs::copy_dir;
 use rimthan_engine::{
     ActivePayload, AdapterDeclaration, ArtifactAttestation, Delivery, Engine, HostAttestation,
     HostDeclaration, InputText, OutputAttestation, PrepareRequest, PrepareResult, Releases, Report,
-    ReportFinding, RepositoryPolicy, Severity, StartRequest, StartResult, StepResult, Store,
-    SubmitRequest, ValidationPlan, Verdict,
+    ReportFinding, RepositoryPolicy, SessionId, Severity, StartRequest, StartResult, Status,
+    StepResult, Store, SubmitRequest, ValidationPlan, Verdict,
     store::{PostgresStore, SqliteStore},
 };
 use rimthan_registry::{
@@ -368,4 +368,48 @@ pub async fn pass_step(
             .await
             .unwrap(),
     )
+}
+
+/// Signs off the step `session` waits for, as facilitators of every organization would: one
+/// distinct approver per approval the step still needs, each deciding on the revision the store
+/// holds. Returns the status after the last decision. Drivers of whole sessions call it where
+/// a person would decide; the decisions are the engine's own, audited like any other.
+pub async fn sign_off(engine: &Engine, session: &SessionId) -> Status {
+    use rimthan_engine::approval::{
+        Approver, Decision, DecisionRequest, DecisionResult, FacilitatorOf,
+    };
+    let mut approver = 0;
+    loop {
+        let current = engine
+            .store()
+            .load_session(session)
+            .await
+            .unwrap()
+            .expect("the session exists");
+        let pending = match &current.approval {
+            Some(pending) if current.status == Status::AwaitingApproval => pending,
+            _ => return current.status,
+        };
+        approver += 1;
+        let by = Approver {
+            principal: rimthan_engine::Principal {
+                subject: format!("testkit-approver-{approver}"),
+                organization: None,
+            },
+            facilitator: FacilitatorOf::Everyone,
+            roles: Vec::new(),
+        };
+        let req = DecisionRequest {
+            session: session.clone(),
+            step: pending.step.clone(),
+            revision: current.revision,
+            decision: Decision::Approve {
+                note: Some("Signed off by the test harness.".into()),
+            },
+        };
+        match engine.decide(req, &by).await.unwrap() {
+            DecisionResult::Recorded { .. } => {}
+            DecisionResult::Refused { failure } => panic!("sign-off refused: {failure:?}"),
+        }
+    }
 }

@@ -190,6 +190,21 @@ impl StageArgs {
                 step.files.join(", ")
             );
         }
+        if summary.status == "awaiting_approval" {
+            let hint = match &config.target {
+                Target::Url { .. } => {
+                    "approvers decide in the server's /admin view or with `rimthan sessions \
+                     approve`; then run this again with --resume"
+                }
+                // Nobody is authenticated in-process, so nobody can tell an approver from the
+                // participant (docs/operations/facilitator.md §5).
+                Target::InProcess { .. } => {
+                    "the in-process server authenticates no one, so nobody can sign off here: \
+                     stage against a server with credentials (--url) to see the step decided"
+                }
+            };
+            eprintln!("the session waits for sign-off: {hint}");
+        }
         if let Some(outcome) = summary.fault {
             let expected = outcome.fault.expected_code();
             let matched = outcome.codes.iter().any(|c| c == expected);

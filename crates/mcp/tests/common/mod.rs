@@ -264,16 +264,23 @@ pub async fn run_session(client: &Client, harness: &str) -> Value {
 
 /// The same, spreading the calls round-robin over several clients (replicas).
 pub async fn run_session_across(clients: &[&Client], harness: &str) -> Value {
-    run_workflow_across(clients, "research-study", harness).await
+    run_workflow_across(clients, None, "research-study", harness).await
 }
 
 /// Drives a whole session of a shipped workflow as `harness`, with the release's own examples
-/// as outputs and reports that carry what each validator's report schema adds.
-pub async fn run_workflow(client: &Client, workflow: &str, harness: &str) -> Value {
-    run_workflow_across(&[client], workflow, harness).await
+/// as outputs and reports that carry what each validator's report schema adds. Where a step
+/// waits for sign-off, facilitators decide on `engine` (the one the server runs), as people
+/// would in the facilitator's view, and the harness reads the step that follows.
+pub async fn run_workflow(client: &Client, engine: &Engine, workflow: &str, harness: &str) -> Value {
+    run_workflow_across(&[client], Some(engine), workflow, harness).await
 }
 
-async fn run_workflow_across(clients: &[&Client], workflow: &str, harness: &str) -> Value {
+async fn run_workflow_across(
+    clients: &[&Client],
+    approvers: Option<&Engine>,
+    workflow: &str,
+    harness: &str,
+) -> Value {
     let release = shipped();
     let turn = std::sync::atomic::AtomicUsize::new(0);
     let next = || clients[turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % clients.len()];
@@ -281,6 +288,15 @@ async fn run_workflow_across(clients: &[&Client], workflow: &str, harness: &str)
     let mut payload = structured(&call(next(), rimthan_mcp::START, start.clone()).await);
     assert_eq!(payload["status"], "active", "{payload}");
     while payload["status"] != "completed" {
+        if payload["status"] == "awaiting_approval" {
+            let engine = approvers.expect("a step waits for sign-off, and nobody may decide");
+            let session = payload["session_id"].as_str().unwrap().parse().unwrap();
+            rimthan_testkit::engine::sign_off(engine, &session).await;
+            let read = json!({"checkpoint": payload["checkpoint"]});
+            payload = structured(&call(next(), rimthan_mcp::ACTIVE_STEP, read).await);
+            assert_ne!(payload["status"], "awaiting_approval", "{payload}");
+            continue;
+        }
         payload = complete_step(&[next(), next()], &release, workflow, &start, payload).await;
     }
     payload
