@@ -102,6 +102,8 @@ class WorkflowCase:
     # examples of the default release).
     source: Path | None = None
     written: dict[str, bytes] = field(default_factory=dict)
+    # The steps that wait for a person's sign-off after their validators pass.
+    signed_off: list[str] = field(default_factory=list)
 
     def content(self, rel: str) -> bytes:
         """The bytes the harness writes at the declared output path `rel`."""
@@ -199,6 +201,7 @@ WORKFLOWS = [
         },
         plan_capabilities={"migration-checker": ["workspace.read", "database.read"]},
         unpinned_harnesses=["buzz"],
+        signed_off=["write-migration"],
     ),
     WorkflowCase(
         id="changelog-entry",
@@ -283,6 +286,13 @@ class HttpServer:
     port: int
     proc: subprocess.Popen[bytes]
     log: Path
+    # Bearer tokens by person (SERVED_PEOPLE): the participant runs sessions, the facilitator
+    # signs steps off.
+    tokens: dict[str, str]
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     def log_tail(self, n: int = 40) -> str:
         try:
@@ -319,16 +329,29 @@ def _registry_args(registry: Path | None) -> list[str]:
     return [] if registry is None else ["--registry", str(registry)]
 
 
+# Who the served engine knows (`--auth tokens`): a participant and a facilitator of their
+# organization, who may sign off a step that asks for one (docs/operations/facilitator.md §5).
+SERVED_PEOPLE = {
+    "participant": {"principal": "pat", "organization": "acme", "scopes": ["rimthan:workflow"]},
+    "facilitator": {"principal": "ann", "organization": "acme", "facilitator": "organization"},
+}
+
+
 def _start_http_server(workdir: Path, registry: Path | None = None) -> HttpServer:
     binary = _require_binary()
     db = workdir / "db.sqlite"
+    tokens = {name: f"rimthan-e2e-{name}-{os.urandom(8).hex()}" for name in SERVED_PEOPLE}
+    token_file = workdir / "tokens.json"
+    token_file.write_text(json.dumps(
+        {"tokens": [{"sha256": sha256_hex(tokens[n].encode()), **e} for n, e in SERVED_PEOPLE.items()]}))
     last_log = ""
     for attempt in range(3):
         port = _free_port()
         log = workdir / f"server-{attempt}.log"
         with open(log, "wb") as log_file:
             proc = subprocess.Popen(
-                [binary, "serve", "--listen", f"127.0.0.1:{port}", "--database-url", f"sqlite://{db}"]
+                [binary, "serve", "--listen", f"127.0.0.1:{port}", "--database-url", f"sqlite://{db}",
+                 "--auth", "tokens", "--auth-tokens-file", str(token_file)]
                 + _registry_args(registry),
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
@@ -336,7 +359,7 @@ def _start_http_server(workdir: Path, registry: Path | None = None) -> HttpServe
                 cwd=workdir,
                 preexec_fn=_die_with_parent,
             )
-        server = HttpServer(url=f"http://127.0.0.1:{port}/mcp", port=port, proc=proc, log=log)
+        server = HttpServer(url=f"http://127.0.0.1:{port}/mcp", port=port, proc=proc, log=log, tokens=tokens)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline and proc.poll() is None:
             if _http_status(f"http://127.0.0.1:{port}/readyz") == 200:
@@ -414,8 +437,16 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def http_client(server: HttpServer, mode: str) -> Client:
-    return Client(server.url, mode=mode, read_timeout_seconds=CALL_TIMEOUT_S)
+@contextlib.asynccontextmanager
+async def http_client(server: HttpServer, mode: str, who: str = "participant"):
+    """A Client over Streamable HTTP with `who`'s bearer token."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {server.tokens[who]}"}, timeout=CALL_TIMEOUT_S)
+    async with http, Client(streamable_http_client(server.url, http_client=http), mode=mode,
+                            read_timeout_seconds=CALL_TIMEOUT_S) as client:
+        yield client
 
 
 @contextlib.asynccontextmanager
@@ -628,9 +659,13 @@ def passing_reports(wf: WorkflowCase, project: Path, plan: dict[str, Any]) -> li
 class SessionRun:
     final: dict[str, Any]
     steps: list[str] = field(default_factory=list)
+    signed_off: list[str] = field(default_factory=list)
 
 
-async def run_session(client: Client, project: Path, wf: WorkflowCase) -> SessionRun:
+async def run_session(client: Client, project: Path, wf: WorkflowCase, server: HttpServer | None = None) -> SessionRun:
+    """Drives a whole session. A step that waits for sign-off is approved by `server`'s
+    facilitator over the JSON door, as a person would in the view; without a server (stdio,
+    which authenticates nobody) the run ends there, waiting."""
     payload = await call_ok(client, START, start_arguments(wf))
     assert payload["workflow"]["id"] == wf.id, payload["workflow"]
     assert payload["status"] == "active", payload
@@ -638,6 +673,21 @@ async def run_session(client: Client, project: Path, wf: WorkflowCase) -> Sessio
     assert payload["host_adapter"]["version"] == ADAPTER["version"]
     run = SessionRun(final=payload)
     while payload["status"] != "completed":
+        if payload["status"] == "awaiting_approval":
+            save_session_file(project, payload)
+            approval = payload["approval"]
+            assert approval["step"] == run.steps[-1] and not approval["self_approval"], approval
+            # No tool call moves a waiting step.
+            again = await call_ok(client, GET_ACTIVE, {"checkpoint": payload["checkpoint"]})
+            assert again["status"] == "awaiting_approval", again
+            if server is None:
+                break
+            status, answer = decide(server.base, server.tokens["facilitator"], payload["session_id"],
+                                    {"step": approval["step"], "action": "approve", "note": "Read it."})
+            assert status == 200, answer
+            run.signed_off.append(approval["step"])
+            payload = await call_ok(client, GET_ACTIVE, {"checkpoint": payload["checkpoint"]})
+            continue
         assert payload["status"] == "active", payload
         save_session_file(project, payload)
         step = payload["step"]
@@ -670,7 +720,7 @@ async def run_session(client: Client, project: Path, wf: WorkflowCase) -> Sessio
             "reports": passing_reports(wf, project, plan),
         }
         nxt = await call_ok(client, SUBMIT, submit)
-        assert nxt["status"] in ("active", "completed"), nxt
+        assert nxt["status"] in ("active", "awaiting_approval", "completed"), nxt
         assert nxt["checkpoint"] != payload["checkpoint"], "submit did not move the checkpoint"
         assert nxt["session_id"] == payload["session_id"]
         payload = nxt
@@ -745,8 +795,9 @@ async def test_http_whole_session(server: HttpServer, project: Path, workflow: W
         async with http_client(server, mode) as client:
             expected = "2025-11-25" if mode == "legacy" else mode
             assert client.protocol_version == expected
-            run = await run_session(client, project, workflow)
+            run = await run_session(client, project, workflow, server)
     assert_completed_session(run, project, workflow)
+    assert run.signed_off == workflow.signed_off
     # The completing answer carries a signed statement that a DSSE library written by others
     # accepts, as does rimthan's own verifier; both refuse it once one output byte changes.
     statement_file = save_statement(project, run.final)
@@ -758,6 +809,9 @@ async def test_http_whole_session(server: HttpServer, project: Path, workflow: W
     assert statement["predicate"]["workflow"]["id"] == workflow.id
     assert statement["predicate"]["session"] == run.final["session_id"]
     assert sorted(s["name"] for s in statement["subject"]) == sorted(workflow.outputs)
+    approved = {s["id"]: [a["subject"] for a in s.get("approvals", [])] for s in statement["predicate"]["steps"]}
+    assert [step for step, who in approved.items() if who] == workflow.signed_off, approved
+    assert all(who == ["ann"] for step, who in approved.items() if step in workflow.signed_off), approved
 
     def ours() -> subprocess.CompletedProcess[bytes]:
         return subprocess.run(
@@ -794,6 +848,12 @@ async def test_stdio_whole_session(
             assert client.protocol_version == expected
             assert client.server_info is not None and client.server_info.name == SERVER_NAME
             run = await run_session(client, project, workflow)
+    if workflow.signed_off:
+        # Over stdio nobody is authenticated, so nobody can sign the step off: it waits, and the
+        # facilitator's view of a server with credentials is where it would be decided.
+        assert run.final["status"] == "awaiting_approval", run.final
+        assert run.steps == workflow.steps and run.final["approval"]["step"] == workflow.signed_off[0]
+        return
     assert_completed_session(run, project, workflow)
 
 
@@ -1079,12 +1139,22 @@ async def test_a_session_rimthan_stage_completes_leaves_a_statement_a_third_part
     where the skills say; securesystemslib's DSSE verifier accepts it with the keys the server
     publishes, and refuses it once one output byte changes."""
     project = tmp_path / "staged"
-    staged = subprocess.run(
-        [_require_binary(), "stage", "--harness", "claude-code", "--workflow", workflow_id,
-         "--url", http_server.url, "--project", str(project)],
-        stdin=subprocess.DEVNULL, capture_output=True, timeout=300,
-    )
-    assert staged.returncode == 0, staged.stderr.decode(errors="replace")[-4000:]
+
+    def run(*args: str, who: str = "participant") -> subprocess.CompletedProcess[bytes]:
+        done = subprocess.run([_require_binary(), *args], stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=300, env={**os.environ, "RIMTHAN_TOKEN": http_server.tokens[who]})
+        assert done.returncode == 0, done.stderr.decode(errors="replace")[-4000:]
+        return done
+
+    stage = ["stage", "--harness", "claude-code", "--url", http_server.url, "--project", str(project)]
+    staged = run(*stage, "--workflow", workflow_id)
+    if b"): awaiting_approval" in staged.stdout:
+        # The facilitator signs the step off with their own token; the harness resumes.
+        session = staged.stdout.split()[1].decode()
+        run("sessions", "approve", session, "--step", "write-migration", "--server", http_server.base,
+            who="facilitator")
+        staged = run(*stage, "--resume")
+    assert b"): completed" in staged.stdout, staged.stdout
     envelope = json.loads((project / ".rimthan/workflow-session.intoto.json").read_bytes())
     keys = provenance_keys(http_server)
     statement = third_party_verify(envelope, keys, project)
@@ -1161,12 +1231,12 @@ def sign_off_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
         _stop(proc)
 
 
-def decide(server: SignOffServer, who: str, session: str, decision: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+def decide(base: str, token: str, session: str, decision: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     """An approver's decision over the JSON door, with their own bearer token."""
     request = urllib.request.Request(
-        f"{server.base}/admin/api/sessions/{session}/decisions",
-        data=json.dumps({"step": "write-note", **decision}).encode(),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {server.tokens[who]}"},
+        f"{base}/admin/api/sessions/{session}/decisions",
+        data=json.dumps(decision).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
         method="POST",
     )
     try:
@@ -1216,12 +1286,16 @@ async def test_a_step_sent_back_by_an_approver_is_revised_and_two_approvals_comp
             assert payload["status"] == "awaiting_approval", payload
             assert payload["approval"]["approvals_needed"] == 2
             session = payload["session_id"]
+
+            def decide_as(who: str, decision: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+                return decide(sign_off_server.base, sign_off_server.tokens[who], session,
+                              {"step": "write-note", **decision})
+
             stuck = await call(client, PREPARE, {"checkpoint": payload["checkpoint"], "step_id": "write-note",
                                                  "output_attestation": {"artifacts": []}})
             assert codes(stuck.structured_content["failures"]) == ["awaiting_approval"], stuck.structured_content
 
-            status, answer = decide(sign_off_server, "ann", session,
-                                    {"action": "send_back", "note": "Batch the backfill."})
+            status, answer = decide_as("ann", {"action": "send_back", "note": "Batch the backfill."})
             assert status == 200, answer
             # A revise answer is a tool error, as a failed submission's is.
             revise = (await call(client, GET_ACTIVE, {"checkpoint": payload["checkpoint"]})).structured_content
@@ -1230,10 +1304,10 @@ async def test_a_step_sent_back_by_an_approver_is_revised_and_two_approvals_comp
 
             payload = await step_through(revise)
             assert payload["status"] == "awaiting_approval", payload
-            status, answer = decide(sign_off_server, "pat", session, {"action": "approve"})
+            status, answer = decide_as("pat", {"action": "approve"})
             assert (status, answer["failure"]["code"]) == (403, "approval_not_allowed"), answer
             for approver in ("rui", "ann"):
-                status, answer = decide(sign_off_server, approver, session, {"action": "approve"})
+                status, answer = decide_as(approver, {"action": "approve"})
                 assert status == 200, answer
             done = await call_ok(client, GET_ACTIVE, {"checkpoint": payload["checkpoint"]})
             assert done["status"] == "completed", done

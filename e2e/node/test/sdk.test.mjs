@@ -1,12 +1,14 @@
 // The official TypeScript SDK (@modelcontextprotocol/client) against the real rimthan binary:
-// whole sessions of every shipped workflow (research-study, schema-migration) over Streamable HTTP in the legacy era (2025-11-25, initialize
-// and Mcp-Session-Id) and pinned to 2026-07-28 (server/discover, no session), and over stdio;
+// whole sessions of every shipped workflow (research-study, schema-migration) over Streamable HTTP in
+// the legacy era (2025-11-25, initialize and Mcp-Session-Id) and pinned to 2026-07-28
+// (server/discover, no session), as a participant of a server with credentials whose facilitator
+// signs off the steps that ask for it, and over stdio, where such a step waits;
 // plus the discovery surface, blocked starts (legacy adapter, a harness a workflow does not pin)
 // and a rejected attestation.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { ResourceNotFoundError } from "@modelcontextprotocol/client";
-import { startHttpServer, stdioServer, tempDir } from "./lib/server.mjs";
+import { startSignedHttpServer, stdioServer, tempDir } from "./lib/server.mjs";
 import {
   GET_ACTIVE, START, TEMPLATES, TOOLS, WORKFLOWS,
   assertProjectFiles, blockedStartArguments, rejectedAttestation, runSession, unpinnedStarts,
@@ -100,7 +102,16 @@ function surfaceAndSessionTests(label, setup) {
       await ctx.client.listTools(); // primes the SDK's outputSchema validation of every call below
       const project = await tempDir("project");
       try {
-        const { final } = await runSession(sdkDriver(ctx.client), project.dir, wf);
+        const signOff = ctx.decide && (async (payload) => {
+          const { status, body } = await ctx.decide(payload.session_id, { step: payload.approval.step, action: "approve" });
+          assert.equal(status, 200, JSON.stringify(body));
+        });
+        const { final } = await runSession(sdkDriver(ctx.client), project.dir, wf, signOff);
+        if (!signOff && wf.signedOff.length > 0) {
+          // Over stdio nobody is authenticated, so nobody can sign the step off: it waits.
+          assert.equal(final.status, "awaiting_approval");
+          return;
+        }
         assert.equal(final.status, "completed");
         await assertProjectFiles(project.dir, final, wf);
         const again = await ctx.client.callTool({ name: GET_ACTIVE, arguments: { checkpoint: final.checkpoint } });
@@ -153,11 +164,11 @@ function surfaceAndSessionTests(label, setup) {
 
 describe("TypeScript SDK, Streamable HTTP, legacy era (2025-11-25)", () => {
   surfaceAndSessionTests("http legacy", async () => {
-    const server = await startHttpServer();
+    const server = await startSignedHttpServer();
     try {
-      const client = await httpClient(server.url, "legacy");
+      const client = await httpClient(server.url, "legacy", { authorization: `Bearer ${server.tokens.participant}` });
       return {
-        client, era: "legacy", version: "2025-11-25",
+        client, era: "legacy", version: "2025-11-25", decide: server.decide,
         close: async () => { await client.close(); await server.stop(); },
       };
     } catch (e) {
@@ -169,11 +180,11 @@ describe("TypeScript SDK, Streamable HTTP, legacy era (2025-11-25)", () => {
 
 describe("TypeScript SDK, Streamable HTTP, pinned 2026-07-28", () => {
   surfaceAndSessionTests("http 2026-07-28", async () => {
-    const server = await startHttpServer();
+    const server = await startSignedHttpServer();
     try {
-      const client = await httpClient(server.url, { pin: "2026-07-28" });
+      const client = await httpClient(server.url, { pin: "2026-07-28" }, { authorization: `Bearer ${server.tokens.participant}` });
       return {
-        client, era: "modern", version: "2026-07-28",
+        client, era: "modern", version: "2026-07-28", decide: server.decide,
         close: async () => { await client.close(); await server.stop(); },
       };
     } catch (e) {

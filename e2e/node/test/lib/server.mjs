@@ -2,7 +2,8 @@
 // and a free port with its own SQLite file, or the parameters of a stdio server. Every server
 // started here is stopped by the returned stop().
 import { spawn } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { createHash, randomUUID } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -88,6 +89,33 @@ export async function startHttpServer(extraArgs = []) {
   }
   await cleanup();
   throw new Error(`rimthan serve did not become ready:\n${lastLog}`);
+}
+
+/**
+ * `startHttpServer` with credentials (`--auth tokens`): a participant who runs sessions and a
+ * facilitator of their organization, who may sign off a step that asks for it
+ * (docs/operations/facilitator.md §5). Returns the server plus `tokens` { participant,
+ * facilitator } and `decide(session, decision)`, a facilitator's decision over the JSON door.
+ */
+export async function startSignedHttpServer() {
+  const { dir, cleanup } = await tempDir("tokens");
+  const tokens = { participant: `rimthan-e2e-${randomUUID()}`, facilitator: `rimthan-e2e-${randomUUID()}` };
+  const digest = (t) => createHash("sha256").update(t).digest("hex");
+  const file = join(dir, "tokens.json");
+  await writeFile(file, JSON.stringify({ tokens: [
+    { sha256: digest(tokens.participant), principal: "pat", organization: "acme", scopes: ["rimthan:workflow"] },
+    { sha256: digest(tokens.facilitator), principal: "ann", organization: "acme", facilitator: "organization" },
+  ] }));
+  const server = await startHttpServer(["--auth", "tokens", "--auth-tokens-file", file]);
+  const decide = async (session, decision) => {
+    const response = await fetch(`${server.base}/admin/api/sessions/${session}/decisions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${tokens.facilitator}` },
+      body: JSON.stringify(decision),
+    });
+    return { status: response.status, body: await response.json() };
+  };
+  return { ...server, tokens, decide, stop: async () => { await server.stop(); await cleanup(); } };
 }
 
 /** Parameters for the SDK's StdioClientTransport: `rimthan serve --stdio` on a fresh SQLite file. */

@@ -54,6 +54,7 @@ export const WORKFLOWS = Object.freeze([
     reportExtras: {},
     planCapabilities: {},
     unpinnedHarnesses: [],
+    signedOff: [],
   },
   {
     id: "schema-migration",
@@ -80,6 +81,7 @@ export const WORKFLOWS = Object.freeze([
     },
     planCapabilities: { "migration-checker": ["workspace.read", "database.read"] },
     unpinnedHarnesses: ["buzz"],
+    signedOff: ["write-migration"],
   },
 ].map((w) => Object.freeze(w)));
 export const [RESEARCH] = WORKFLOWS;
@@ -318,16 +320,19 @@ export async function advance(driver, project, payload, wf, host = hostFor(wf)) 
   assert.notEqual(submitted.isError, true, JSON.stringify(submitted.structured));
   assert.notEqual(submitted.structured.checkpoint, payload.checkpoint, "submitting moves the checkpoint");
   const next = submitted.structured;
-  assert.ok(["active", "completed"].includes(next.status), JSON.stringify(next));
+  assert.ok(["active", "awaiting_approval", "completed"].includes(next.status), JSON.stringify(next));
   await persistSessionFile(project, next);
   return next;
 }
 
 /**
  * A whole session. `driver` = { call(tool, args) -> { structured, isError }, read(uri) -> result }.
- * Returns { final, steps } after asserting every step ends in status "completed".
+ * Returns { final, steps, signedOff } after asserting every step ends in status "completed". A
+ * step waiting for sign-off is decided by `signOff(payload)` (a facilitator of an authenticated
+ * server); without one (stdio, or a server that authenticates nobody, where no one can sign off)
+ * the run ends there with the session waiting.
  */
-export async function runSession(driver, project, wf) {
+export async function runSession(driver, project, wf, signOff = null) {
   const host = hostFor(wf);
   const started = await driver.call(START, startArguments(wf, host));
   assert.notEqual(started.isError, true, JSON.stringify(started.structured));
@@ -337,15 +342,34 @@ export async function runSession(driver, project, wf) {
   assert.equal(payload.workflow.id, wf.id);
   await persistSessionFile(project, payload);
   const steps = [];
+  const signedOff = [];
   let guard = 0;
   while (payload.status !== "completed") {
     assert.ok(++guard <= 10, "the session ends within ten steps");
+    if (payload.status === "awaiting_approval") {
+      assert.equal(payload.approval.step, steps.at(-1), JSON.stringify(payload.approval));
+      assert.equal(payload.approval.self_approval, false);
+      // No tool call moves a waiting step.
+      const again = await driver.call(GET_ACTIVE, { checkpoint: payload.checkpoint });
+      assert.equal(again.structured.status, "awaiting_approval", JSON.stringify(again.structured));
+      if (!signOff) break;
+      await signOff(payload);
+      signedOff.push(payload.approval.step);
+      const read = await driver.call(GET_ACTIVE, { checkpoint: payload.checkpoint });
+      assert.notEqual(read.isError, true, JSON.stringify(read.structured));
+      payload = read.structured;
+      await persistSessionFile(project, payload);
+      continue;
+    }
     steps.push(payload.step.id);
     payload = await advance(driver, project, payload, wf, host);
   }
   assert.deepEqual(steps, wf.steps);
-  assert.equal(payload.step ?? null, null, "no active step once completed");
-  return { final: payload, steps };
+  if (payload.status === "completed") {
+    assert.equal(payload.step ?? null, null, "no active step once completed");
+    assert.deepEqual(signedOff, wf.signedOff);
+  }
+  return { final: payload, steps, signedOff };
 }
 
 /** The files a completed codex session leaves in the project: its assets and the examples. */
