@@ -178,7 +178,10 @@ fn every_shipped_workflow_completes_on_every_harness_it_pins_against_a_served_en
                 handled += step_lines(&resumed).len();
                 signed_off += 1;
             }
-            assert!(stdout.contains(": completed"), "{workflow} {harness}: {stdout}");
+            assert!(
+                stdout.contains(": completed"),
+                "{workflow} {harness}: {stdout}"
+            );
             assert_eq!(handled, steps, "{workflow} {harness}");
             let session: serde_json::Value = serde_json::from_slice(
                 &std::fs::read(project.path().join(".rimthan/workflow-session.json")).unwrap(),

@@ -271,7 +271,12 @@ pub async fn run_session_across(clients: &[&Client], harness: &str) -> Value {
 /// as outputs and reports that carry what each validator's report schema adds. Where a step
 /// waits for sign-off, facilitators decide on `engine` (the one the server runs), as people
 /// would in the facilitator's view, and the harness reads the step that follows.
-pub async fn run_workflow(client: &Client, engine: &Engine, workflow: &str, harness: &str) -> Value {
+pub async fn run_workflow(
+    client: &Client,
+    engine: &Engine,
+    workflow: &str,
+    harness: &str,
+) -> Value {
     run_workflow_across(&[client], Some(engine), workflow, harness).await
 }
 
