@@ -1,5 +1,6 @@
-//! Registry verification of a generated 10,000-entry release, side by side with plain sha256
-//! over the same bytes (the floor any verifier pays). Run: `cargo bench -p rimthan-registry`.
+//! Registry verification of a generated 10,000-entry release, and of the shipped releases alone,
+//! side by side with plain sha256 over the same bytes (the floor any verifier pays).
+//! Run: `cargo bench -p rimthan-registry --bench verify`.
 
 #![allow(missing_docs)]
 
@@ -66,6 +67,27 @@ fn bench(c: &mut Criterion) {
     group.bench_function("sha256_same_bytes", |b| {
         b.iter(|| {
             all.iter()
+                .map(|bytes| Sha256Digest::of(bytes))
+                .collect::<Vec<_>>()
+        })
+    });
+    group.finish();
+
+    // What every server start pays today: the shipped releases alone, each verified whole.
+    let shipped = common::test_registry();
+    let shipped_bytes: Vec<_> = shipped
+        .paths()
+        .map(|p| shipped.get(p).unwrap().clone())
+        .collect();
+    let mut group = c.benchmark_group("registry_shipped");
+    group.sample_size(20);
+    group.bench_function("verify_registry", |b| {
+        b.iter(|| verify_registry(&shipped, &external_policy()).unwrap())
+    });
+    group.bench_function("sha256_same_bytes", |b| {
+        b.iter(|| {
+            shipped_bytes
+                .iter()
                 .map(|bytes| Sha256Digest::of(bytes))
                 .collect::<Vec<_>>()
         })

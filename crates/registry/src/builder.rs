@@ -56,7 +56,7 @@ use crate::{
     },
     renditions,
     signature::{SigningKey, TrustedKeys},
-    verify::{TrustPolicy, verify_release},
+    verify::{Compiled, TrustPolicy, verify_release},
 };
 
 #[derive(Deserialize)]
@@ -216,7 +216,14 @@ impl Builder {
         let mut keys = TrustedKeys::default();
         keys.insert(&public).expect("own key");
         let pins = TrustPolicy::Pinned(BTreeMap::from([(self.release.clone(), manifest_sha256)]));
-        verify_release(&self.files, &self.release, &keys, &pins).map_err(|mut e| {
+        verify_release(
+            &self.files,
+            &self.release,
+            &keys,
+            &pins,
+            &mut Compiled::default(),
+        )
+        .map_err(|mut e| {
             if let Some(file) = e.file_mut()
                 && let Some(source) = self.sources.get(file.as_str())
             {

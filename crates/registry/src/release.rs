@@ -73,7 +73,7 @@ impl Step {
 pub struct StepCheck {
     pub(crate) doc: CheckDoc,
     pub(crate) entry: Entry,
-    pub(crate) compiled: rimthan_checks::Check,
+    pub(crate) compiled: Arc<rimthan_checks::Check>,
 }
 
 impl StepCheck {
@@ -141,7 +141,7 @@ impl Asset {
 /// A verified, compiled JSON Schema.
 pub struct Schema {
     pub(crate) entry: Entry,
-    pub(crate) value: serde_json::Value,
+    pub(crate) value: Arc<serde_json::Value>,
     pub(crate) validator: Arc<jsonschema::Validator>,
 }
 

@@ -14,6 +14,7 @@ mod published;
 mod report_contract;
 mod research_checks;
 mod research_method;
+mod shared_documents;
 mod shipped_release;
 mod sources;
 mod untrusted_files;

@@ -16,14 +16,16 @@ use crate::{
     signature::{SignatureCheck, SignatureFile, TrustedKeys},
 };
 
-use super::{TrustPolicy, load::Structure};
+use super::{Compiled, TrustPolicy, load::Structure};
 
-/// Verifies one release.
+/// Verifies one release, sharing with earlier releases of the same verification what their
+/// identical documents compiled to.
 pub(crate) fn verify_release(
     files: &RegistryFiles,
     id: &ReleaseId,
     keys: &TrustedKeys,
     policy: &TrustPolicy,
+    compiled: &mut Compiled,
 ) -> Result<VerifiedRelease, RegistryError> {
     let base = format!("releases/{id}/");
     let manifest_path = format!("{base}manifest.json");
@@ -98,7 +100,7 @@ pub(crate) fn verify_release(
         assets: BTreeMap::new(),
         schemas: BTreeMap::new(),
     };
-    Structure::new(&base).check(&mut release)?;
+    Structure::new(&base, compiled).check(&mut release)?;
     Ok(release)
 }
 

@@ -2,7 +2,10 @@
 //! step it names, reads only what that step can give it (its outputs and its inputs), and
 //! compiles, so a verified release never holds a check the server could not run.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
 
 use rimthan_checks::{Check, Limits};
 
@@ -97,14 +100,23 @@ impl Structure<'_> {
         }
     }
 
+    /// Compiles `doc` once per verification for each limits its steps give it.
     fn compile(
-        &self,
+        &mut self,
         doc: &CheckDoc,
         entry: &Entry,
         step: &StepDoc,
         max_bytes: &BTreeMap<&ArtifactId, u64>,
-    ) -> Res<Check> {
-        compile_check(doc, step, max_bytes).map_err(|reason| self.invalid(entry, reason))
+    ) -> Res<Arc<Check>> {
+        let limits = reads_limits(doc, step, max_bytes).map_err(|r| self.invalid(entry, r))?;
+        if let Some(kept) = self.compiled.check(&entry.sha256, &limits) {
+            return Ok(kept);
+        }
+        let check = compile_with(doc, limits.clone()).map_err(|r| self.invalid(entry, r))?;
+        let check = Arc::new(check);
+        self.compiled
+            .keep_check(entry.sha256, limits, Arc::clone(&check));
+        Ok(check)
     }
 }
 
@@ -115,7 +127,10 @@ pub(crate) fn compile_check(
     step: &StepDoc,
     max_bytes: &BTreeMap<&ArtifactId, u64>,
 ) -> Result<Check, String> {
-    let limits = reads_limits(doc, step, max_bytes)?;
+    compile_with(doc, reads_limits(doc, step, max_bytes)?)
+}
+
+fn compile_with(doc: &CheckDoc, limits: Limits) -> Result<Check, String> {
     let compiled = match (doc.kind, &doc.script, &doc.rules) {
         (CheckKind::Script, Some(script), None) => Check::script(script, limits),
         (CheckKind::SqlLint, None, Some(rules)) if !rules.is_empty() => Check::sql_lint(

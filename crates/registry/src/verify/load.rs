@@ -22,6 +22,7 @@ use crate::{
 /// Structural checks over an authenticated release; fills the typed model.
 pub(super) struct Structure<'a> {
     pub(super) base: &'a str,
+    pub(super) compiled: &'a mut super::Compiled,
     pub(super) steps: BTreeMap<(WorkflowId, Version), Vec<Step>>,
     pub(super) checks: BTreeMap<(WorkflowId, Version), Vec<(CheckDoc, Entry)>>,
     pub(super) renditions: Vec<Entry>,
@@ -30,9 +31,10 @@ pub(super) struct Structure<'a> {
 pub(super) type Res<T = ()> = Result<T, RegistryError>;
 
 impl<'a> Structure<'a> {
-    pub(super) fn new(base: &'a str) -> Self {
+    pub(super) fn new(base: &'a str, compiled: &'a mut super::Compiled) -> Self {
         Self {
             base,
+            compiled,
             steps: BTreeMap::new(),
             checks: BTreeMap::new(),
             renditions: Vec::new(),
@@ -218,8 +220,7 @@ impl<'a> Structure<'a> {
             }
             EntryKind::Schema => {
                 let id: SchemaId = self.typed_id(entry)?;
-                let value: serde_json::Value = self.document(release, entry)?;
-                let schema = self.compile_schema(entry, value)?;
+                let schema = self.schema(release, entry)?;
                 if release
                     .schemas
                     .insert((id, entry.version.clone()), schema)
@@ -258,18 +259,31 @@ impl<'a> Structure<'a> {
         Ok(())
     }
 
-    pub(super) fn compile_schema(&self, entry: &Entry, value: serde_json::Value) -> Res<Schema> {
-        let invalid = |reason: String| RegistryError::SchemaInvalid {
-            file: self.file(entry),
-            entry: entry.label(),
-            reason,
+    /// The schema `entry` names, compiled once per verification however many releases list
+    /// the same bytes.
+    fn schema(&mut self, release: &VerifiedRelease, entry: &Entry) -> Res<Schema> {
+        let (value, validator) = match self.compiled.schema(&entry.sha256) {
+            // The bytes passed every check below in an earlier release; the media type is the
+            // entry's own and is checked again.
+            Some(kept) if entry.media_type == MEDIA_JSON => kept,
+            _ => {
+                let value: serde_json::Value = self.document(release, entry)?;
+                let invalid = |reason: String| RegistryError::SchemaInvalid {
+                    file: self.file(entry),
+                    entry: entry.label(),
+                    reason,
+                };
+                let validator = schema_check::compile(&value).map_err(invalid)?;
+                schema_check::check_examples(&value, &validator).map_err(invalid)?;
+                let kept = (Arc::new(value), Arc::new(validator));
+                self.compiled.keep_schema(entry.sha256, kept.clone());
+                kept
+            }
         };
-        let validator = schema_check::compile(&value).map_err(invalid)?;
-        schema_check::check_examples(&value, &validator).map_err(invalid)?;
         Ok(Schema {
             entry: entry.clone(),
             value,
-            validator: Arc::new(validator),
+            validator,
         })
     }
 

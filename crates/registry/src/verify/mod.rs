@@ -21,11 +21,13 @@ use crate::{
 
 mod authenticate;
 mod checks;
+mod compiled;
 mod load;
 mod rules;
 
 pub(crate) use authenticate::verify_release;
 pub(crate) use checks::compile_check;
+pub(crate) use compiled::Compiled;
 
 /// The JSON Schema dialect every shipped schema uses.
 pub const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
@@ -54,8 +56,9 @@ pub fn verify_registry(
     let keys = load_keys(files)?;
     let channels = load_channels(files)?;
     let mut releases = BTreeMap::new();
+    let mut compiled = Compiled::default();
     for id in release_ids(files)? {
-        let release = verify_release(files, &id, &keys, policy)?;
+        let release = verify_release(files, &id, &keys, policy, &mut compiled)?;
         releases.insert(id, Arc::new(release));
     }
     for (channel, release) in &channels.channels {
