@@ -132,9 +132,7 @@ fn every_shipped_workflow_completes_on_every_harness_it_pins_against_a_served_en
         .unwrap();
         for (harness, protocol) in harnesses {
             let project = tempfile::tempdir().unwrap();
-            let out = stage(&[
-                "--workflow",
-                workflow,
+            let target = [
                 "--harness",
                 harness,
                 "--url",
@@ -143,7 +141,8 @@ fn every_shipped_workflow_completes_on_every_harness_it_pins_against_a_served_en
                 protocol,
                 "--project",
                 project.path().to_str().unwrap(),
-            ]);
+            ];
+            let out = stage(&[&["--workflow", workflow][..], &target].concat());
             assert!(
                 out.status.success(),
                 "{workflow} {harness}: {}",
@@ -162,17 +161,7 @@ fn every_shipped_workflow_completes_on_every_harness_it_pins_against_a_served_en
                     .output()
                     .unwrap();
                 assert!(approved.status.success(), "{}", stderr(&approved));
-                let resumed = stage(&[
-                    "--harness",
-                    harness,
-                    "--url",
-                    &server.url,
-                    "--protocol",
-                    protocol,
-                    "--project",
-                    project.path().to_str().unwrap(),
-                    "--resume",
-                ]);
+                let resumed = stage(&[&target[..], &["--resume"]].concat());
                 assert!(resumed.status.success(), "{}", stderr(&resumed));
                 stdout = String::from_utf8_lossy(&resumed.stdout).into_owned();
                 handled += step_lines(&resumed).len();

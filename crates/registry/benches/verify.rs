@@ -54,40 +54,25 @@ fn bench(c: &mut Criterion) {
         verify_registry(&files, &external_policy()).expect("generated registry verifies");
     let release = registry.releases().values().next().unwrap();
     assert!(release.manifest().entries.len() > EXTRA_ENTRIES);
+    compare(c, "registry_10k", &files);
+    // What every server start pays today: the shipped releases alone, each verified whole.
+    compare(c, "registry_shipped", &common::test_registry());
+}
+
+/// Verification of `files` beside plain sha256 of the same bytes.
+fn compare(c: &mut Criterion, name: &str, files: &RegistryFiles) {
     let all: Vec<_> = files
         .paths()
         .map(|p| files.get(p).unwrap().clone())
         .collect();
-
-    let mut group = c.benchmark_group("registry_10k");
+    let mut group = c.benchmark_group(name);
     group.sample_size(20);
     group.bench_function("verify_registry", |b| {
-        b.iter(|| verify_registry(&files, &external_policy()).unwrap())
+        b.iter(|| verify_registry(files, &external_policy()).unwrap())
     });
     group.bench_function("sha256_same_bytes", |b| {
         b.iter(|| {
             all.iter()
-                .map(|bytes| Sha256Digest::of(bytes))
-                .collect::<Vec<_>>()
-        })
-    });
-    group.finish();
-
-    // What every server start pays today: the shipped releases alone, each verified whole.
-    let shipped = common::test_registry();
-    let shipped_bytes: Vec<_> = shipped
-        .paths()
-        .map(|p| shipped.get(p).unwrap().clone())
-        .collect();
-    let mut group = c.benchmark_group("registry_shipped");
-    group.sample_size(20);
-    group.bench_function("verify_registry", |b| {
-        b.iter(|| verify_registry(&shipped, &external_policy()).unwrap())
-    });
-    group.bench_function("sha256_same_bytes", |b| {
-        b.iter(|| {
-            shipped_bytes
-                .iter()
                 .map(|bytes| Sha256Digest::of(bytes))
                 .collect::<Vec<_>>()
         })
