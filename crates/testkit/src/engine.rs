@@ -372,9 +372,9 @@ pub async fn pass_step(
 
 /// Signs off the step `session` waits for, as facilitators of every organization would: one
 /// distinct approver per approval the step still needs, each deciding on the revision the store
-/// holds. Returns the status after the last decision. Drivers of whole sessions call it where
-/// a person would decide; the decisions are the engine's own, audited like any other.
-pub async fn sign_off(engine: &Engine, session: &SessionId) -> Status {
+/// holds, until the session no longer waits. Drivers of whole sessions call it where a person
+/// would decide; the decisions are the engine's own, audited like any other.
+pub async fn sign_off(engine: &Engine, session: &SessionId) {
     use rimthan_engine::approval::{
         Approver, Decision, DecisionRequest, DecisionResult, FacilitatorOf,
     };
@@ -388,7 +388,7 @@ pub async fn sign_off(engine: &Engine, session: &SessionId) -> Status {
             .expect("the session exists");
         let pending = match &current.approval {
             Some(pending) if current.status == Status::AwaitingApproval => pending,
-            _ => return current.status,
+            _ => return,
         };
         approver += 1;
         let by = Approver {

@@ -112,8 +112,8 @@ impl Structure<'_> {
         if let Some(kept) = self.compiled.check(&entry.sha256, &limits) {
             return Ok(kept);
         }
-        let check = compile_with(doc, limits.clone()).map_err(|r| self.invalid(entry, r))?;
-        let check = Arc::new(check);
+        let check =
+            Arc::new(compile_with(doc, limits.clone()).map_err(|r| self.invalid(entry, r))?);
         self.compiled
             .keep_check(entry.sha256, limits, Arc::clone(&check));
         Ok(check)
