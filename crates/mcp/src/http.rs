@@ -9,13 +9,17 @@ use axum::{
     Router,
     extract::{Request, State},
     http::{HeaderValue, StatusCode, header},
-    middleware::{self, Next},
-    response::{IntoResponse, Response},
+    middleware,
+    response::IntoResponse,
     routing::get,
 };
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument as _;
+use tower::ServiceBuilder;
+use tower_http::{
+    request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer},
+    trace::{DefaultOnFailure, TraceLayer},
+};
 
 use crate::{
     admin,
@@ -131,32 +135,49 @@ async fn metrics(State(server): State<RimthanServer>) -> impl IntoResponse {
     )
 }
 
-/// Gives every request an id (kept from `x-request-id` when the proxy sent a sane one), puts it
-/// on a tracing span so every log line of the request carries it, and echoes it back.
-async fn request_id(mut request: Request, next: Next) -> Response {
+/// Mints a request id for a request that brought no usable one.
+#[derive(Debug, Clone, Copy)]
+struct MintRequestId;
+
+impl MakeRequestId for MintRequestId {
+    fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
+        let id = rimthan_engine::SessionId::generate().to_string();
+        HeaderValue::from_str(&id).ok().map(RequestId::new)
+    }
+}
+
+/// Drops an incoming `x-request-id` this server would not repeat in its logs and answer (empty,
+/// over 64 bytes, or other than letters, digits and `-`), so a fresh one is minted instead.
+fn drop_unusable_request_id(mut request: Request) -> Request {
+    let usable = request.headers().get(REQUEST_ID).is_none_or(|v| {
+        let v = v.as_bytes();
+        !v.is_empty() && v.len() <= 64 && v.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-')
+    });
+    if !usable {
+        request.headers_mut().remove(REQUEST_ID);
+    }
+    request
+}
+
+/// The span every log line of a request is recorded in, named by its request id.
+fn request_span(request: &Request) -> tracing::Span {
     let id = request
         .headers()
         .get(REQUEST_ID)
         .and_then(|v| v.to_str().ok())
-        .filter(|v| {
-            !v.is_empty()
-                && v.len() <= 64
-                && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        })
-        .map(str::to_owned)
-        .unwrap_or_else(|| rimthan_engine::SessionId::generate().to_string());
-    let span = tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path());
-    if let Ok(value) = HeaderValue::from_str(&id) {
-        request.headers_mut().insert(REQUEST_ID, value.clone());
-        let mut response = next.run(request).instrument(span).await;
-        response.headers_mut().insert(REQUEST_ID, value);
-        return response;
-    }
-    next.run(request).instrument(span).await
+        .unwrap_or_default();
+    tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path())
 }
 
 /// The application router: `/mcp`, `/healthz`, `/readyz`, `/metrics`, with auth on the
 /// protected-resource metadata, and `/admin` when configured.
+///
+/// The layers a request passes, outermost first (each `ServiceBuilder` reads top to bottom):
+/// every request gets its request id, which the answer carries back, and a span named by it;
+/// a request to `/mcp` is then authenticated (when auth is on) before a byte of its body is
+/// read, its body is read whole within its limits and the server's budget ([`crate::body`]),
+/// and a body rmcp cannot take as one message gets a JSON-RPC error ([`crate::framing`]); the
+/// other routes read their bodies within the same limits and budget.
 pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationToken) -> Router {
     let mcp_config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(config.allowed_hosts.clone())
@@ -176,14 +197,19 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
         config.max_body_bytes,
         config.max_buffered_bytes,
     );
-    // Outermost last: the caller is authenticated before a byte of its body is read.
-    let mut mcp_routes = Router::new()
-        .route_service(MCP_PATH, mcp)
-        .layer(middleware::from_fn(framing::framing))
-        .layer(middleware::from_fn_with_state(
-            bodies.clone(),
-            body::read_body,
-        ));
+    let authenticate = config
+        .auth
+        .clone()
+        .map(|auth| middleware::from_fn_with_state((auth, bodies.clone()), auth::require));
+    let mcp_routes = Router::new().route_service(MCP_PATH, mcp).layer(
+        ServiceBuilder::new()
+            .option_layer(authenticate)
+            .layer(middleware::from_fn_with_state(
+                bodies.clone(),
+                body::read_body,
+            ))
+            .layer(middleware::from_fn(framing::framing)),
+    );
     let ready = Router::new()
         .route("/readyz", get(readyz))
         .with_state((server.clone(), config.auth.clone()));
@@ -194,10 +220,6 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
         .with_state(server.clone())
         .merge(ready);
     if let Some(auth) = &config.auth {
-        mcp_routes = mcp_routes.layer(middleware::from_fn_with_state(
-            (auth.clone(), bodies.clone()),
-            auth::require,
-        ));
         let metadata = auth.metadata();
         let prm = get(move || std::future::ready(axum::Json(metadata.clone())));
         app = app
@@ -216,7 +238,17 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
     }
     app.layer(middleware::from_fn_with_state(bodies, body::read_body))
         .merge(mcp_routes)
-        .layer(middleware::from_fn(request_id))
+        .layer(
+            ServiceBuilder::new()
+                .map_request(drop_unusable_request_id)
+                .layer(SetRequestIdLayer::x_request_id(MintRequestId))
+                .layer(PropagateRequestIdLayer::x_request_id())
+                .layer(
+                    TraceLayer::new_for_http()
+                        .make_span_with(request_span)
+                        .on_failure(DefaultOnFailure::new().level(tracing::Level::WARN)),
+                ),
+        )
 }
 
 /// Where the server publishes its provenance public keys (`docs/operations/evidence.md`).

@@ -109,6 +109,70 @@ async fn health_and_readiness_answer() {
     assert_eq!(raw_status(http.addr, &get("/readyz")).await, 200);
 }
 
+/// The `x-request-id` an answer carries to a request sent with `id` (none when `None`).
+async fn answered_request_id(
+    addr: std::net::SocketAddr,
+    request: &str,
+    id: Option<&str>,
+) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let header = id.map_or(String::new(), |id| format!("x-request-id: {id}\r\n"));
+    let request = request.replacen("\r\n", &format!("\r\n{header}"), 1);
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let head = answer.split("\r\n\r\n").next().unwrap();
+    let ids: Vec<&str> = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(name, _)| name.eq_ignore_ascii_case("x-request-id"))
+        .map(|(_, value)| value.trim())
+        .collect();
+    assert_eq!(ids.len(), 1, "{head}");
+    ids[0].to_owned()
+}
+
+#[tokio::test]
+async fn every_answer_carries_the_request_id_kept_only_when_sane() {
+    let http = http_server(server(Profile::WorkflowEngine).await).await;
+    let health = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    let read = read_request(
+        "2026-07-28",
+        "rimthan://bootstrap/agent-entrypoint",
+        json!(1),
+    );
+    let body = "x".repeat(4 * 1024 * 1024 + 1);
+    let too_large = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let sane = "proxy-7f3a-0001";
+    let long = "a".repeat(65);
+    for request in [health, read.as_str(), too_large.as_str()] {
+        assert_eq!(
+            answered_request_id(http.addr, request, Some(sane)).await,
+            sane
+        );
+        let mut minted = Vec::new();
+        for unusable in [
+            None,
+            Some(""),
+            Some(long.as_str()),
+            Some("a b"),
+            Some("id;drop"),
+        ] {
+            let id = answered_request_id(http.addr, request, unusable).await;
+            assert!(
+                !id.is_empty() && Some(id.as_str()) != unusable && !minted.contains(&id),
+                "{unusable:?} answered with {id}"
+            );
+            minted.push(id);
+        }
+    }
+}
+
 #[tokio::test]
 async fn oversized_bodies_are_refused() {
     let http = http_server(server(Profile::WorkflowEngine).await).await;
