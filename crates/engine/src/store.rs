@@ -1,6 +1,7 @@
 //! Durable state behind one trait: sessions (compare-and-swap on their revision), the
 //! append-only audit log, and server secrets. SQLite is the embedded default; PostgreSQL serves
-//! several replicas. Both run the same behavioural test suite.
+//! several replicas. One implementation serves both (`store/sql.rs`), and both run the same
+//! behavioural test suite.
 
 mod audit_log;
 mod cache;
@@ -8,6 +9,7 @@ mod chains;
 mod commit;
 mod listing;
 mod postgres;
+mod sql;
 mod sqlite;
 mod stats;
 mod writes;
@@ -17,8 +19,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 pub use cache::SESSION_CACHE_BOUNDS;
 pub use listing::{Age, MAX_PAGE, SessionQuery, SessionSummary, position};
-pub use postgres::PostgresStore;
-pub use sqlite::SqliteStore;
+pub use postgres::{Postgres, PostgresStore};
+pub use sql::{Backend, SqlStore};
+pub use sqlite::{Sqlite, SqliteStore};
 pub use stats::{
     REFUSED_STARTS_LISTED, SessionCount, StatsQuery, StepJudgements, ValidatorFailures,
     WorkflowCount, WorkflowStats,

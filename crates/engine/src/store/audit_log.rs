@@ -8,11 +8,13 @@ use crate::{
     session::SessionId,
 };
 
-/// The entries of one session, oldest first, with a backend's spelling of the query (1 value:
-/// the session id).
+const OF_SESSION: &str = "SELECT * FROM audit_log WHERE session_id = $1 ORDER BY id";
+/// Newest first.
+const RECENT: &str = "SELECT * FROM audit_log WHERE session_id = $1 ORDER BY id DESC LIMIT $2";
+
+/// The entries of one session, oldest first.
 pub(crate) async fn of_session<DB>(
     pool: &Pool<DB>,
-    sql: &str,
     session: &SessionId,
 ) -> Result<Vec<AuditEntry>, StoreError>
 where
@@ -23,18 +25,16 @@ where
     for<'r> AuditRow: FromRow<'r, DB::Row>,
     AuditRow: Send + Unpin,
 {
-    let rows: Vec<AuditRow> = sqlx::query_as::<DB, AuditRow>(sql)
+    let rows: Vec<AuditRow> = sqlx::query_as::<DB, AuditRow>(OF_SESSION)
         .bind(session.as_str())
         .fetch_all(pool)
         .await?;
     rows.into_iter().map(AuditEntry::try_from).collect()
 }
 
-/// The latest `limit` entries of one session, oldest first, with a backend's spelling of the
-/// query (2 values: the session id, the limit; newest first).
+/// The latest `limit` entries of one session, oldest first.
 pub(crate) async fn recent<DB>(
     pool: &Pool<DB>,
-    sql: &str,
     session: &SessionId,
     limit: u32,
 ) -> Result<Vec<AuditEntry>, StoreError>
@@ -47,7 +47,7 @@ where
     for<'r> AuditRow: FromRow<'r, DB::Row>,
     AuditRow: Send + Unpin,
 {
-    let rows: Vec<AuditRow> = sqlx::query_as::<DB, AuditRow>(sql)
+    let rows: Vec<AuditRow> = sqlx::query_as::<DB, AuditRow>(RECENT)
         .bind(session.as_str())
         .bind(i64::from(limit))
         .fetch_all(pool)

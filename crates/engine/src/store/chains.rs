@@ -1,5 +1,5 @@
 //! Reading the audit chains back (`docs/engine.md` §7.6), and the provenance keys, the same on
-//! both backends: only the SQL's placeholders differ ([`ChainStatements`]).
+//! both backends.
 
 use rimthan_registry::PublicKeyFile;
 use sqlx::{
@@ -12,22 +12,26 @@ use crate::{
     chain::{ChainHead, ChainLink, RetentionAnchor, StoredLink},
 };
 
-/// One backend's spelling of the chain queries.
-pub(crate) struct ChainStatements {
-    /// Every chain, of the head rows and of the entries, with its head row if any (1 value:
-    /// one chain, or null for all).
-    pub(crate) heads: &'static str,
-    /// A chain's entries in id order (1 value: the chain).
-    pub(crate) entries: &'static str,
-    /// Entries without a chain written since chaining began (no values).
-    pub(crate) unchained: &'static str,
-    /// The index and digest of a session's completing entry (1 value: the chain).
-    pub(crate) completion: &'static str,
-    /// The provenance keys (no values).
-    pub(crate) keys: &'static str,
-    /// Records a provenance key once (3 values: key id, public key, time).
-    pub(crate) add_key: &'static str,
-}
+/// Every chain, of the head rows and of the entries, with its head row if any (1 value: one
+/// chain, or null for all).
+const HEADS: &str = "SELECT c.chain, h.length, h.head, h.anchor FROM (SELECT chain FROM audit_chains \
+    UNION SELECT DISTINCT chain FROM audit_log WHERE chain IS NOT NULL) c \
+    LEFT JOIN audit_chains h ON h.chain = c.chain WHERE (CAST($1 AS TEXT) IS NULL OR c.chain = $1) \
+    ORDER BY c.chain";
+/// A chain's entries in id order (1 value: the chain).
+const ENTRIES: &str = "SELECT * FROM audit_log WHERE chain = $1 ORDER BY id";
+/// Entries without a chain written since chaining began (no values).
+const UNCHAINED: &str = "SELECT * FROM audit_log WHERE chain IS NULL AND id >= \
+    (SELECT first_chained FROM audit_chain_start WHERE id = 1) ORDER BY id";
+/// The index and digest of a session's completing entry (1 value: the chain).
+const COMPLETION: &str = "SELECT chain_index, entry_sha256 FROM audit_log WHERE chain = $1 \
+    AND tool IN ('submit_step_reports', 'approve_step') AND outcome = 'completed' \
+    ORDER BY id LIMIT 1";
+/// The provenance keys (no values).
+const KEYS: &str = "SELECT key_id, public_key FROM provenance_keys ORDER BY added_at, key_id";
+/// Records a provenance key once (3 values: key id, public key, time).
+const ADD_KEY: &str = "INSERT INTO provenance_keys (key_id, public_key, added_at) \
+    VALUES ($1, $2, $3) ON CONFLICT (key_id) DO NOTHING";
 
 /// A chained audit row as stored.
 #[derive(Debug, sqlx::FromRow)]
@@ -56,7 +60,6 @@ impl From<ChainedRow> for StoredLink {
 
 pub(crate) async fn heads<DB>(
     pool: &Pool<DB>,
-    sql: &ChainStatements,
     chain: Option<&str>,
 ) -> Result<Vec<ChainHead>, StoreError>
 where
@@ -69,10 +72,7 @@ where
     for<'r> Option<i64>: Decode<'r, DB> + Type<DB>,
     usize: ColumnIndex<DB::Row>,
 {
-    let rows = sqlx::query::<DB>(sql.heads)
-        .bind(chain)
-        .fetch_all(pool)
-        .await?;
+    let rows = sqlx::query::<DB>(HEADS).bind(chain).fetch_all(pool).await?;
     rows.iter()
         .map(|row| {
             let chain: String = row.try_get(0)?;
@@ -95,35 +95,38 @@ where
         .collect()
 }
 
-pub(crate) async fn entries<DB>(
-    pool: &Pool<DB>,
-    sql: &str,
-    chain: Option<&str>,
-) -> Result<Vec<StoredLink>, StoreError>
+/// A chain's entries as stored, in id order.
+pub(crate) async fn entries<DB>(pool: &Pool<DB>, chain: &str) -> Result<Vec<StoredLink>, StoreError>
 where
     DB: Database,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
     for<'r> ChainedRow: FromRow<'r, DB::Row>,
-    ChainedRow: Send + Unpin,
 {
-    let query = sqlx::query_as::<DB, ChainedRow>(sql);
-    let query = match chain {
-        Some(chain) => query.bind(chain),
-        None => query,
-    };
-    Ok(query
+    let rows = sqlx::query_as::<DB, ChainedRow>(ENTRIES)
+        .bind(chain)
         .fetch_all(pool)
-        .await?
-        .into_iter()
-        .map(StoredLink::from)
-        .collect())
+        .await?;
+    Ok(rows.into_iter().map(StoredLink::from).collect())
+}
+
+/// Entries written since chaining began that name no chain.
+pub(crate) async fn unchained<DB>(pool: &Pool<DB>) -> Result<Vec<StoredLink>, StoreError>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'r> ChainedRow: FromRow<'r, DB::Row>,
+{
+    let rows = sqlx::query_as::<DB, ChainedRow>(UNCHAINED)
+        .fetch_all(pool)
+        .await?;
+    Ok(rows.into_iter().map(StoredLink::from).collect())
 }
 
 pub(crate) async fn completion<DB>(
     pool: &Pool<DB>,
-    sql: &ChainStatements,
     chain: &str,
 ) -> Result<Option<ChainLink>, StoreError>
 where
@@ -135,7 +138,7 @@ where
     for<'r> Option<i64>: Decode<'r, DB> + Type<DB>,
     usize: ColumnIndex<DB::Row>,
 {
-    let row = sqlx::query::<DB>(sql.completion)
+    let row = sqlx::query::<DB>(COMPLETION)
         .bind(chain)
         .fetch_optional(pool)
         .await?;
@@ -148,10 +151,7 @@ where
     }))
 }
 
-pub(crate) async fn keys<DB>(
-    pool: &Pool<DB>,
-    sql: &ChainStatements,
-) -> Result<Vec<PublicKeyFile>, StoreError>
+pub(crate) async fn keys<DB>(pool: &Pool<DB>) -> Result<Vec<PublicKeyFile>, StoreError>
 where
     DB: Database,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
@@ -159,7 +159,7 @@ where
     for<'r> String: Decode<'r, DB> + Type<DB>,
     usize: ColumnIndex<DB::Row>,
 {
-    let rows = sqlx::query::<DB>(sql.keys).fetch_all(pool).await?;
+    let rows = sqlx::query::<DB>(KEYS).fetch_all(pool).await?;
     rows.iter()
         .map(|row| {
             let key_id: String = row.try_get(0)?;
@@ -176,7 +176,6 @@ where
 
 pub(crate) async fn add_key<DB>(
     pool: &Pool<DB>,
-    sql: &ChainStatements,
     key: &PublicKeyFile,
     at: &str,
 ) -> Result<(), StoreError>
@@ -186,7 +185,7 @@ where
     for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
 {
-    sqlx::query::<DB>(sql.add_key)
+    sqlx::query::<DB>(ADD_KEY)
         .bind(key.key_id.as_str())
         .bind(key.public_key.as_str())
         .bind(at)

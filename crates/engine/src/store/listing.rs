@@ -140,12 +140,10 @@ pub fn position(status: Status, step_index: u64, steps: Option<usize>) -> String
     format!("{at}/{total}")
 }
 
-/// Lists sessions on either backend, `parameter` being how it numbers parameters (`?` or
-/// `$`). The `WHERE` clause names only the filters that are set, so each query can use the
+/// Lists sessions on either backend. The `WHERE` clause names only the filters that are set, so each query can use the
 /// index that fits it; the SQL text holds column names and placeholders, never a value.
 pub(crate) async fn list<DB>(
     pool: &Pool<DB>,
-    parameter: char,
     query: &SessionQuery,
 ) -> Result<Vec<SessionSummary>, super::StoreError>
 where
@@ -163,7 +161,7 @@ where
         ("organization = ", query.organization.as_deref()),
         ("updated_at >= ", query.changed_since.as_deref()),
     ];
-    let mut placeholders = (1..).map(|n| format!("{parameter}{n}"));
+    let mut placeholders = (1..).map(|n| format!("${n}"));
     let set: Vec<String> = filters
         .iter()
         .filter(|(_, value)| value.is_some())

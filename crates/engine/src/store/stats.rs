@@ -127,24 +127,45 @@ pub struct WorkflowCount {
     pub completed: u64,
 }
 
-/// One backend's spelling of the statistics queries. Each takes the workflow, its version and
-/// the organization or null as its first three values.
-pub(crate) struct StatsStatements {
-    /// `step_index, status, harness, sessions`.
-    pub(crate) sessions: &'static str,
-    /// `step_index, judged, revised, timed`, by step index.
-    pub(crate) steps: &'static str,
-    /// One step's known times in order, one row from an offset (values 4 and 5: step index,
-    /// offset).
-    pub(crate) nth_seconds: &'static str,
-    /// `step_index, validator, failed`.
-    pub(crate) failures: &'static str,
-    /// `refused`.
-    pub(crate) refused: &'static str,
-    /// Audit rows of the most recent refused starts (value 4: how many).
-    pub(crate) recent_refused: &'static str,
-    /// `workflow, workflow_version, sessions, completed` (1 value: the organization or null).
-    pub(crate) workflows: &'static str,
+// Each statistics query takes the workflow, its version and the organization or null as its
+// first three values.
+
+/// `step_index, status, harness, sessions`.
+const SESSIONS: &str = "SELECT step_index, status, harness, count(*) AS sessions FROM sessions \
+    WHERE workflow = $1 AND workflow_version = $2 AND (CAST($3 AS TEXT) IS NULL OR organization = $3) \
+    GROUP BY step_index, status, harness";
+/// `step_index, judged, revised, timed`, by step index.
+const STEPS: &str = "SELECT step_index, count(*) AS judged, \
+    sum(CASE WHEN outcome = 'revise' THEN 1 ELSE 0 END) AS revised, count(seconds) AS timed \
+    FROM audit_log WHERE step_index IS NOT NULL AND workflow = $1 AND workflow_version = $2 \
+    AND (CAST($3 AS TEXT) IS NULL OR organization = $3) GROUP BY step_index ORDER BY step_index";
+/// One step's known times in order, one row from an offset (values 4 and 5: step index, offset).
+const NTH_SECONDS: &str = "SELECT seconds FROM audit_log WHERE step_index IS NOT NULL \
+    AND workflow = $1 AND workflow_version = $2 AND (CAST($3 AS TEXT) IS NULL OR organization = $3) \
+    AND step_index = $4 AND seconds IS NOT NULL ORDER BY seconds LIMIT 1 OFFSET $5";
+/// `refused`.
+const REFUSED: &str = "SELECT count(*) FROM audit_log WHERE tool = 'start_workflow' \
+    AND outcome = 'blocked' AND workflow = $1 AND workflow_version = $2 \
+    AND (CAST($3 AS TEXT) IS NULL OR organization = $3)";
+/// Audit rows of the most recent refused starts (value 4: how many).
+const RECENT_REFUSED: &str = "SELECT * FROM audit_log WHERE tool = 'start_workflow' \
+    AND outcome = 'blocked' AND workflow = $1 AND workflow_version = $2 \
+    AND (CAST($3 AS TEXT) IS NULL OR organization = $3) ORDER BY id DESC LIMIT $4";
+/// `workflow, workflow_version, sessions, completed` (1 value: the organization or null).
+const WORKFLOWS: &str = "SELECT workflow, workflow_version, count(*) AS sessions, \
+    sum(CASE WHEN status = 'completed' THEN 1 ELSE 0 END) AS completed FROM sessions \
+    WHERE (CAST($1 AS TEXT) IS NULL OR organization = $1) \
+    GROUP BY workflow, workflow_version ORDER BY workflow, workflow_version";
+
+/// The query for `step_index, validator, failed`, with a backend's `FROM` item spreading each
+/// row's failed validators ([`Backend::FAILED_VALIDATORS`](super::Backend::FAILED_VALIDATORS)).
+pub(crate) fn failures(failed_validators: &str) -> String {
+    format!(
+        "SELECT a.step_index, f.value AS validator, count(*) AS failed FROM audit_log a \
+         CROSS JOIN {failed_validators} WHERE a.step_index IS NOT NULL AND a.workflow = $1 \
+         AND a.workflow_version = $2 AND (CAST($3 AS TEXT) IS NULL OR a.organization = $3) \
+         AND a.outcome = 'revise' GROUP BY a.step_index, f.value ORDER BY a.step_index, f.value"
+    )
 }
 
 #[derive(Debug, FromRow)]
@@ -195,7 +216,7 @@ fn rank_offset(n: u64, p: u64) -> i64 {
 /// Counts one workflow version on either backend.
 pub(crate) async fn workflow_stats<DB>(
     pool: &Pool<DB>,
-    sql: &StatsStatements,
+    failures_query: &str,
     query: &StatsQuery,
 ) -> Result<WorkflowStats, StoreError>
 where
@@ -220,7 +241,7 @@ where
     let workflow = query.workflow.as_str();
     let version = query.workflow_version.as_str();
     let organization = query.organization.as_deref();
-    let sessions = sqlx::query_as::<DB, SessionCountRow>(sql.sessions)
+    let sessions = sqlx::query_as::<DB, SessionCountRow>(SESSIONS)
         .bind(workflow)
         .bind(version)
         .bind(organization)
@@ -238,7 +259,7 @@ where
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
-    let step_rows = sqlx::query_as::<DB, StepRow>(sql.steps)
+    let step_rows = sqlx::query_as::<DB, StepRow>(STEPS)
         .bind(workflow)
         .bind(version)
         .bind(organization)
@@ -251,7 +272,7 @@ where
             if timed == 0 {
                 return Ok(None);
             }
-            let seconds: i64 = sqlx::query_scalar::<DB, i64>(sql.nth_seconds)
+            let seconds: i64 = sqlx::query_scalar::<DB, i64>(NTH_SECONDS)
                 .bind(workflow)
                 .bind(version)
                 .bind(organization)
@@ -272,7 +293,7 @@ where
             p90_seconds,
         });
     }
-    let failures = sqlx::query_as::<DB, FailureRow>(sql.failures)
+    let failures = sqlx::query_as::<DB, FailureRow>(failures_query)
         .bind(workflow)
         .bind(version)
         .bind(organization)
@@ -287,13 +308,13 @@ where
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
-    let refused: i64 = sqlx::query_scalar::<DB, i64>(sql.refused)
+    let refused: i64 = sqlx::query_scalar::<DB, i64>(REFUSED)
         .bind(workflow)
         .bind(version)
         .bind(organization)
         .fetch_one(pool)
         .await?;
-    let recent_refused_starts = sqlx::query_as::<DB, AuditRow>(sql.recent_refused)
+    let recent_refused_starts = sqlx::query_as::<DB, AuditRow>(RECENT_REFUSED)
         .bind(workflow)
         .bind(version)
         .bind(organization)
@@ -315,7 +336,6 @@ where
 /// The workflow versions with stored sessions, on either backend.
 pub(crate) async fn workflows<DB>(
     pool: &Pool<DB>,
-    sql: &StatsStatements,
     organization: Option<&str>,
 ) -> Result<Vec<WorkflowCount>, StoreError>
 where
@@ -326,7 +346,7 @@ where
     for<'r> WorkflowRow: FromRow<'r, DB::Row>,
     WorkflowRow: Send + Unpin,
 {
-    sqlx::query_as::<DB, WorkflowRow>(sql.workflows)
+    sqlx::query_as::<DB, WorkflowRow>(WORKFLOWS)
         .bind(organization)
         .fetch_all(pool)
         .await?

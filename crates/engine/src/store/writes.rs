@@ -1,15 +1,21 @@
-//! The statements every write runs, changes and retention alike, the same on both backends: only
-//! the placeholder syntax of their SQL differs ([`Statements`], [`PruneStatements`]).
+//! The statements every write runs, changes and retention alike, the same on both backends.
+//! A new row's columns are listed once, each beside how its value is read ([`SESSION_KEPT`],
+//! [`SESSION_CHANGED`], [`AUDIT_COLUMNS`]): a statement names its columns and binds its values
+//! from that one list, so the two cannot disagree. Only the write statements' placeholders
+//! differ by backend ([`Backend::placeholder`]), and they are spelled once per writer.
 
 use std::collections::BTreeMap;
 
-use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
+use sqlx::{
+    ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type, query::Query,
+};
 
 use super::{
     AuditEntry, PRUNE_BATCH, Pruned, StoreError,
     cache::SessionCache,
     commit::{SessionRow, Write},
     encode_codes, encode_names,
+    sql::Backend,
 };
 use crate::{
     chain::{GENESIS, RetentionAnchor, chain_of, entry_digest},
@@ -17,25 +23,226 @@ use crate::{
     session::SessionId,
 };
 
-/// One backend's spelling of the write statements.
+/// A value a write binds: text or an integer, either maybe null.
+#[derive(Clone, Copy)]
+enum Value<'a> {
+    Text(Option<&'a str>),
+    Integer(Option<i64>),
+}
+
+fn text(s: &str) -> Value<'_> {
+    Value::Text(Some(s))
+}
+
+fn integer(n: i64) -> Value<'static> {
+    Value::Integer(Some(n))
+}
+
+/// A count as stored, `i64::MAX` past it.
+fn count(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Binds `values` in order.
+fn bind<'q, DB>(
+    mut query: Query<'q, DB, DB::Arguments<'q>>,
+    values: impl IntoIterator<Item = Value<'q>>,
+) -> Query<'q, DB, DB::Arguments<'q>>
+where
+    DB: Database,
+    Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    Option<i64>: Encode<'q, DB> + Type<DB>,
+{
+    for value in values {
+        query = match value {
+            Value::Text(v) => query.bind(v),
+            Value::Integer(v) => query.bind(v),
+        };
+    }
+    query
+}
+
+/// A session column and how its value is read from the row.
+type SessionColumn = (&'static str, for<'r> fn(&'r SessionRow) -> Value<'r>);
+
+/// The session columns a new row sets and a change never rewrites.
+const SESSION_KEPT: [SessionColumn; 8] = [
+    ("id", |r| text(&r.id)),
+    ("created_at", |r| text(&r.created_at)),
+    ("workflow", |r| text(&r.columns.workflow)),
+    ("workflow_version", |r| text(&r.columns.workflow_version)),
+    ("release", |r| text(&r.columns.release)),
+    ("harness", |r| text(r.columns.harness)),
+    ("principal", |r| Value::Text(r.columns.principal.as_deref())),
+    ("organization", |r| {
+        Value::Text(r.columns.organization.as_deref())
+    }),
+];
+
+/// The session columns a change rewrites.
+const SESSION_CHANGED: [SessionColumn; 7] = [
+    ("revision", |r| integer(r.revision)),
+    ("seq", |r| integer(r.seq)),
+    ("state", |r| text(&r.state)),
+    ("updated_at", |r| text(&r.updated_at)),
+    ("status", |r| text(r.status)),
+    ("step_index", |r| integer(r.columns.step_index)),
+    ("revise_rounds", |r| integer(r.columns.revise_rounds)),
+];
+
+/// What an audit row holds beside its entry's own fields: the entry's lists and records as
+/// JSON, and its place in its chain.
+struct Appended {
+    codes: String,
+    failed: Option<String>,
+    checks: Option<String>,
+    decision: Option<String>,
+    chain: String,
+    index: i64,
+    prev: String,
+    digest: String,
+}
+
+/// An audit column and how its value is read from the entry and what is appended with it.
+type AuditColumn = (
+    &'static str,
+    for<'r> fn(&'r AuditEntry, &'r Appended) -> Value<'r>,
+);
+
+/// The columns of an audit row: the entry, its workflow and judgement spread over columns,
+/// then its chain, index, previous and own digest.
+const AUDIT_COLUMNS: [AuditColumn; 22] = [
+    ("session_id", |e, _| {
+        Value::Text(e.session_id.as_ref().map(SessionId::as_str))
+    }),
+    ("seq", |e, _| Value::Integer(e.seq.map(count))),
+    ("tool", |e, _| text(e.tool.as_str())),
+    ("outcome", |e, _| text(e.outcome.as_str())),
+    ("codes", |_, a| text(&a.codes)),
+    ("attestation_sha256", |e, _| {
+        Value::Text(e.attestation_sha256.as_deref())
+    }),
+    ("reports_sha256", |e, _| {
+        Value::Text(e.reports_sha256.as_deref())
+    }),
+    ("principal", |e, _| Value::Text(e.principal.as_deref())),
+    ("at", |e, _| text(&e.at)),
+    ("organization", |e, _| {
+        Value::Text(e.organization.as_deref())
+    }),
+    ("workflow", |e, _| {
+        Value::Text(e.workflow.as_ref().map(|w| w.id.as_str()))
+    }),
+    ("workflow_version", |e, _| {
+        Value::Text(e.workflow.as_ref().map(|w| w.version.as_str()))
+    }),
+    ("step", |e, _| {
+        Value::Text(e.judgement.as_ref().map(|j| j.step.as_str()))
+    }),
+    ("step_index", |e, _| {
+        Value::Integer(e.judgement.as_ref().map(|j| count(j.step_index)))
+    }),
+    ("failed", |_, a| Value::Text(a.failed.as_deref())),
+    ("seconds", |e, _| {
+        Value::Integer(e.judgement.as_ref().and_then(|j| j.seconds).map(count))
+    }),
+    ("checks", |_, a| Value::Text(a.checks.as_deref())),
+    ("decision", |_, a| Value::Text(a.decision.as_deref())),
+    ("chain", |_, a| text(&a.chain)),
+    ("chain_index", |_, a| integer(a.index)),
+    ("prev_sha256", |_, a| text(&a.prev)),
+    ("entry_sha256", |_, a| text(&a.digest)),
+];
+
+/// One backend's spelling of the write statements, made once per writer: sqlx prepares each
+/// statement once per connection, by its text.
 pub(crate) struct Statements {
-    /// A new session row (15 values, in [`SessionRow`]'s order).
-    pub(crate) insert_session: &'static str,
-    /// A compare-and-swap of a session row, returning its id when it swapped (9 values).
-    pub(crate) update_session: &'static str,
-    /// An audit entry (21 values, in [`AuditEntry`]'s order, its workflow and judgement
-    /// spread over columns, then its chain, index, previous and own digest).
-    pub(crate) insert_audit: &'static str,
+    /// A new session row ([`SESSION_KEPT`], then [`SESSION_CHANGED`]).
+    insert_session: String,
+    /// A compare-and-swap of a session row, returning its id when it swapped
+    /// ([`SESSION_CHANGED`], then the id and the expected revision).
+    update_session: String,
+    /// An audit entry ([`AUDIT_COLUMNS`]).
+    insert_audit: String,
+    /// See [`Backend::placeholder`].
+    placeholder: fn(usize) -> String,
+    /// See [`Backend::PROBE`].
+    probe: &'static str,
+}
+
+impl Statements {
+    pub(crate) fn new<B: Backend>() -> Self {
+        let insert = |table: &str, columns: &[&str]| {
+            let values: Vec<String> = (1..=columns.len()).map(B::placeholder).collect();
+            format!(
+                "INSERT INTO {table} ({}) VALUES ({})",
+                columns.join(", "),
+                values.join(", ")
+            )
+        };
+        let session: Vec<&str> = SESSION_KEPT
+            .iter()
+            .chain(&SESSION_CHANGED)
+            .map(|(name, _)| *name)
+            .collect();
+        let set: Vec<String> = SESSION_CHANGED
+            .iter()
+            .zip(1..)
+            .map(|((name, _), n)| format!("{name} = {}", B::placeholder(n)))
+            .collect();
+        let changed = SESSION_CHANGED.len();
+        Self {
+            insert_session: insert("sessions", &session),
+            update_session: format!(
+                "UPDATE sessions SET {} WHERE id = {} AND revision = {} RETURNING id",
+                set.join(", "),
+                B::placeholder(changed + 1),
+                B::placeholder(changed + 2)
+            ),
+            insert_audit: insert("audit_log", &AUDIT_COLUMNS.map(|(name, _)| name)),
+            placeholder: B::placeholder,
+            probe: B::PROBE,
+        }
+    }
+
     /// Creates the head rows of `n` chains where there are none and returns each chain's length
     /// and head, locking the rows until the transaction ends, in the order given (2·n values:
     /// each chain and [`GENESIS`]). One statement for the whole batch: an upsert that rewrites
-    /// nothing but takes each row's lock, as `SELECT … FOR UPDATE` would.
-    pub(crate) chains_open: fn(usize) -> String,
+    /// nothing but takes each row's lock, as `SELECT … FOR UPDATE` would. Only these chains'
+    /// rows are locked, so appends to other chains go on beside them (PostgreSQL); SQLite has one
+    /// writer at a time anyway.
+    fn chains_open(&self, n: usize) -> String {
+        let p = self.placeholder;
+        let rows: Vec<String> = (0..n)
+            .map(|i| format!("({}, 0, {})", p(2 * i + 1), p(2 * i + 2)))
+            .collect();
+        format!(
+            "INSERT INTO audit_chains (chain, length, head) VALUES {} \
+             ON CONFLICT (chain) DO UPDATE SET chain = excluded.chain RETURNING chain, length, head",
+            rows.join(", ")
+        )
+    }
+
     /// Records `n` chains' new lengths and heads in one statement (3·n values: each chain, its
-    /// length, its head).
-    pub(crate) chains_advance: fn(usize) -> String,
-    /// The readiness probe's write, which needs room as a change does (no values).
-    pub(crate) probe: &'static str,
+    /// length, its head). Both databases name a `VALUES` table's columns `column1`…
+    fn chains_advance(&self, n: usize) -> String {
+        let p = self.placeholder;
+        let rows: Vec<String> = (0..n)
+            .map(|i| {
+                format!(
+                    "({}, CAST({} AS BIGINT), {})",
+                    p(3 * i + 1),
+                    p(3 * i + 2),
+                    p(3 * i + 3)
+                )
+            })
+            .collect();
+        format!(
+            "UPDATE audit_chains SET length = v.column2, head = v.column3 \
+             FROM (VALUES {}) AS v WHERE audit_chains.chain = v.column1",
+            rows.join(", ")
+        )
+    }
 }
 
 /// Applies writes on one connection (inside the caller's transaction): whether each took effect.
@@ -48,9 +255,7 @@ where
     DB: Database,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
-    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
     for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
-    for<'q> i64: Encode<'q, DB> + Type<DB>,
     for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
     for<'r> String: Decode<'r, DB> + Type<DB>,
     for<'r> i64: Decode<'r, DB> + Type<DB>,
@@ -68,12 +273,12 @@ where
         })
         .collect();
     if !chains.is_empty() {
-        let open = (sql.chains_open)(chains.len());
-        let mut query = sqlx::query::<DB>(&open);
-        for chain in chains.keys() {
-            query = query.bind(chain.as_str()).bind(GENESIS);
-        }
-        for row in query.fetch_all(&mut *conn).await? {
+        let open = sql.chains_open(chains.len());
+        let heads = chains.keys().flat_map(|chain| [text(chain), text(GENESIS)]);
+        for row in bind(sqlx::query::<DB>(&open), heads)
+            .fetch_all(&mut *conn)
+            .await?
+        {
             let chain: String = row.try_get(0)?;
             let length: i64 = row.try_get(1)?;
             let digest: String = row.try_get(2)?;
@@ -87,7 +292,13 @@ where
     for write in writes {
         took.push(match write {
             Write::Insert(row, audit) => {
-                insert_session::<DB>(&mut *conn, sql, row).await?;
+                let values = SESSION_KEPT
+                    .iter()
+                    .chain(&SESSION_CHANGED)
+                    .map(|(_, value)| value(row));
+                bind(sqlx::query::<DB>(&sql.insert_session), values)
+                    .execute(&mut *conn)
+                    .await?;
                 insert_audit::<DB>(&mut *conn, sql, audit, &mut chains).await?;
                 true
             }
@@ -96,16 +307,11 @@ where
                 row,
                 audit,
             } => {
-                let swapped = sqlx::query::<DB>(sql.update_session)
-                    .bind(row.revision)
-                    .bind(row.seq)
-                    .bind(row.state.as_str())
-                    .bind(row.updated_at.as_str())
-                    .bind(row.status)
-                    .bind(row.columns.step_index)
-                    .bind(row.columns.revise_rounds)
-                    .bind(row.id.as_str())
-                    .bind(*expected)
+                let values = SESSION_CHANGED
+                    .iter()
+                    .map(|(_, value)| value(row))
+                    .chain([text(&row.id), integer(*expected)]);
+                let swapped = bind(sqlx::query::<DB>(&sql.update_session), values)
                     .fetch_optional(&mut *conn)
                     .await?
                     .is_some();
@@ -126,52 +332,15 @@ where
     }
     let moved: Vec<_> = chains.iter().filter(|(_, head)| head.moved).collect();
     if !moved.is_empty() {
-        let advance = (sql.chains_advance)(moved.len());
-        let mut query = sqlx::query::<DB>(&advance);
-        for (chain, head) in moved {
-            query = query
-                .bind(chain.as_str())
-                .bind(head.length)
-                .bind(head.digest.as_str());
-        }
-        query.execute(&mut *conn).await?;
+        let advance = sql.chains_advance(moved.len());
+        let heads = moved
+            .iter()
+            .flat_map(|(chain, head)| [text(chain), integer(head.length), text(&head.digest)]);
+        bind(sqlx::query::<DB>(&advance), heads)
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(took)
-}
-
-async fn insert_session<DB>(
-    conn: &mut DB::Connection,
-    sql: &Statements,
-    row: &SessionRow,
-) -> Result<(), StoreError>
-where
-    DB: Database,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
-    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
-    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
-    for<'q> i64: Encode<'q, DB> + Type<DB>,
-{
-    let columns = &row.columns;
-    sqlx::query::<DB>(sql.insert_session)
-        .bind(row.id.as_str())
-        .bind(row.revision)
-        .bind(row.seq)
-        .bind(row.state.as_str())
-        .bind(row.created_at.as_str())
-        .bind(row.updated_at.as_str())
-        .bind(row.status)
-        .bind(columns.workflow.as_str())
-        .bind(columns.workflow_version.as_str())
-        .bind(columns.release.as_str())
-        .bind(columns.harness)
-        .bind(columns.principal.as_deref())
-        .bind(columns.organization.as_deref())
-        .bind(columns.step_index)
-        .bind(columns.revise_rounds)
-        .execute(&mut *conn)
-        .await?;
-    Ok(())
 }
 
 /// A chain a batch appends to: its length and head digest as this transaction moves them.
@@ -193,21 +362,9 @@ where
     DB: Database,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
-    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
     for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
     for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
 {
-    let codes = encode_codes(&audit.codes);
-    let workflow = audit.workflow.as_ref();
-    let judgement = audit.judgement.as_ref();
-    let failed = judgement.map(|j| encode_names(&j.failed));
-    let checks = (!audit.checks.is_empty())
-        .then(|| serde_json::to_string(&audit.checks).expect("check results serialize"));
-    let decision = audit
-        .decision
-        .as_ref()
-        .map(|d| serde_json::to_string(d).expect("decisions serialize"));
-    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     let chain = chain_of(audit);
     let head = chains
         .get_mut(&chain)
@@ -218,56 +375,50 @@ where
     head.length = index;
     head.digest = digest.clone();
     head.moved = true;
-    sqlx::query::<DB>(sql.insert_audit)
-        .bind(audit.session_id.as_ref().map(SessionId::as_str))
-        .bind(audit.seq.map(count))
-        .bind(audit.tool.as_str())
-        .bind(audit.outcome.as_str())
-        .bind(codes.as_str())
-        .bind(audit.attestation_sha256.as_deref())
-        .bind(audit.reports_sha256.as_deref())
-        .bind(audit.principal.as_deref())
-        .bind(audit.at.as_str())
-        .bind(audit.organization.as_deref())
-        .bind(workflow.map(|w| w.id.as_str()))
-        .bind(workflow.map(|w| w.version.as_str()))
-        .bind(judgement.map(|j| j.step.as_str()))
-        .bind(judgement.map(|j| count(j.step_index)))
-        .bind(failed.as_deref())
-        .bind(judgement.and_then(|j| j.seconds).map(count))
-        .bind(checks.as_deref())
-        .bind(decision.as_deref())
-        .bind(chain.as_str())
-        .bind(Some(index))
-        .bind(Some(prev.as_str()))
-        .bind(Some(digest.as_str()))
+    let appended = Appended {
+        codes: encode_codes(&audit.codes),
+        failed: audit.judgement.as_ref().map(|j| encode_names(&j.failed)),
+        checks: (!audit.checks.is_empty())
+            .then(|| serde_json::to_string(&audit.checks).expect("check results serialize")),
+        decision: audit
+            .decision
+            .as_ref()
+            .map(|d| serde_json::to_string(d).expect("decisions serialize")),
+        chain,
+        index,
+        prev,
+        digest,
+    };
+    let values = AUDIT_COLUMNS
+        .iter()
+        .map(|(_, value)| value(audit, &appended));
+    bind(sqlx::query::<DB>(&sql.insert_audit), values)
         .execute(&mut *conn)
         .await?;
     Ok(())
 }
 
-/// One backend's spelling of the retention statements.
-pub(crate) struct PruneStatements {
-    /// Records the cutoff the delete trigger admits rows below (1 value).
-    pub(crate) set_cutoff: &'static str,
-    /// Deletes at most a batch of audit rows older than the cutoff, returning their ids, chains,
-    /// indexes and digests (2 values: cutoff, batch).
-    pub(crate) delete_audit: &'static str,
-    /// A chain's retention anchor (1 value: the chain).
-    pub(crate) anchor_get: &'static str,
-    /// Records a chain's retention anchor (2 values: the anchor as JSON, the chain).
-    pub(crate) anchor_set: &'static str,
-    /// Deletes at most a batch of completed sessions last changed before the cutoff, returning
-    /// their ids (2 values: cutoff, batch).
-    pub(crate) delete_sessions: &'static str,
-}
+/// Records the cutoff the delete trigger admits rows below (1 value).
+const SET_CUTOFF: &str = "UPDATE retention SET before = $1 WHERE id = 1";
+/// Deletes at most a batch of audit rows older than the cutoff, returning their ids, chains,
+/// indexes and digests (2 values: cutoff, batch).
+const DELETE_AUDIT: &str = "DELETE FROM audit_log WHERE id IN \
+    (SELECT id FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2) \
+    RETURNING id, chain, chain_index, entry_sha256";
+/// A chain's retention anchor (1 value: the chain).
+const ANCHOR_GET: &str = "SELECT anchor FROM audit_chains WHERE chain = $1";
+/// Records a chain's retention anchor (2 values: the anchor as JSON, the chain).
+const ANCHOR_SET: &str = "UPDATE audit_chains SET anchor = $1 WHERE chain = $2";
+/// Deletes at most a batch of completed sessions last changed before the cutoff, returning
+/// their ids (2 values: cutoff, batch).
+const DELETE_SESSIONS: &str = "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions \
+    WHERE status = 'completed' AND updated_at < $1 LIMIT $2) RETURNING id";
 
 /// Applies retention on either backend (`docs/engine.md` §7.3): each batch commits with the
 /// cutoff it is allowed by and, for every chain it pruned, a retention anchor signed with `key`
 /// (§7.6) in the same transaction; the sessions deleted leave `cache`.
 pub(crate) async fn prune<DB>(
     pool: &Pool<DB>,
-    sql: &PruneStatements,
     before: &str,
     cache: &SessionCache,
     key: &ProvenanceKey,
@@ -287,11 +438,11 @@ where
     let mut pruned = Pruned::default();
     loop {
         let mut tx = pool.begin().await?;
-        sqlx::query::<DB>(sql.set_cutoff)
+        sqlx::query::<DB>(SET_CUTOFF)
             .bind(before)
             .execute(&mut *tx)
             .await?;
-        let rows = sqlx::query::<DB>(sql.delete_audit)
+        let rows = sqlx::query::<DB>(DELETE_AUDIT)
             .bind(before)
             .bind(PRUNE_BATCH)
             .fetch_all(&mut *tx)
@@ -313,7 +464,7 @@ where
             }
         }
         for (chain, (index, sha256)) in &last {
-            let kept: Option<String> = sqlx::query::<DB>(sql.anchor_get)
+            let kept: Option<String> = sqlx::query::<DB>(ANCHOR_GET)
                 .bind(chain.as_str())
                 .fetch_optional(&mut *tx)
                 .await?
@@ -326,7 +477,7 @@ where
             }
             let anchor = RetentionAnchor::sign(key, chain, *index as u64, sha256, before);
             let json = serde_json::to_string(&anchor).expect("anchors serialize");
-            sqlx::query::<DB>(sql.anchor_set)
+            sqlx::query::<DB>(ANCHOR_SET)
                 .bind(json.as_str())
                 .bind(chain.as_str())
                 .execute(&mut *tx)
@@ -339,7 +490,7 @@ where
         }
     }
     loop {
-        let rows = sqlx::query::<DB>(sql.delete_sessions)
+        let rows = sqlx::query::<DB>(DELETE_SESSIONS)
             .bind(before)
             .bind(PRUNE_BATCH)
             .fetch_all(pool)
