@@ -15,6 +15,7 @@ use std::{
 mod common;
 
 use common::{Served, serve_on_free_port};
+use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
 
@@ -173,4 +174,104 @@ fn many_slow_and_large_bodies_with_and_without_a_token_stay_within_the_stated_me
     let large = send_all(port, 32, None, &body, BODY_BYTES);
     assert!(statuses(large).iter().all(|s| *s == 401));
     grown("32 large bodies without a token");
+}
+
+/// One MCP request over its own connection on 2026-07-28: `params` with `_meta` holding the
+/// revision's fields and `pad`, and a `traceparent` header of its own, as a tracing client
+/// sends; returns the status and the JSON answer.
+fn exchange(
+    port: u16,
+    method: &str,
+    name: &str,
+    mut params: Value,
+    pad: &str,
+    trace: usize,
+) -> (u16, Value) {
+    params["_meta"] = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "pad": pad,
+    });
+    let body =
+        serde_json::json!({"jsonrpc": "2.0", "id": trace, "method": method, "params": params})
+            .to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: {method}\r\nMcp-Name: {name}\r\n\
+         traceparent: 00-{trace:032x}-{trace:016x}-01\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let split = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let status = String::from_utf8_lossy(&answer[..split])
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&answer[split + 4..]).unwrap(),
+    )
+}
+
+/// What a caller sends cannot grow what the server keeps: reads and `get_active_step` calls
+/// that differ only in a 1 MiB `params._meta` and their `traceparent` header, 480 MiB in all,
+/// leave the server's resident memory within a few MiB of where the first few left it (a cache
+/// keyed by the request's bytes kept all of them).
+#[test]
+fn calls_and_reads_with_varied_meta_and_headers_leave_resident_memory_where_it_was() {
+    let mut command = Command::new(BIN);
+    command.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--database-url",
+        "sqlite::memory:",
+    ]);
+    let (server, port) = serve_on_free_port(command);
+    let pid = server.0.id();
+    let start = serde_json::to_value(rimthan_testkit::engine::start_request("codex")).unwrap();
+    let (status, started) = exchange(
+        port,
+        "tools/call",
+        "rimthan.start_workflow",
+        serde_json::json!({"name": "rimthan.start_workflow", "arguments": start}),
+        "",
+        0,
+    );
+    assert_eq!(status, 200, "{started}");
+    let checkpoint = started["result"]["structuredContent"]["checkpoint"].clone();
+    assert!(checkpoint.is_string(), "{started}");
+    let step = serde_json::json!({"name": "rimthan.get_active_step", "arguments": {"checkpoint": checkpoint}});
+    let read = serde_json::json!({"uri": "rimthan://bootstrap/agent-entrypoint"});
+    const PAD: usize = 1 << 20;
+    let round = |i: usize| {
+        let pad = format!("{i:08}{}", "m".repeat(PAD));
+        for (method, name, params) in [
+            ("tools/call", "rimthan.get_active_step", &step),
+            (
+                "resources/read",
+                "rimthan://bootstrap/agent-entrypoint",
+                &read,
+            ),
+        ] {
+            let (status, answer) = exchange(port, method, name, params.clone(), &pad, i);
+            assert_eq!(status, 200, "{answer}");
+            assert!(answer["result"].is_object(), "{answer}");
+        }
+    };
+    (1..=16).for_each(round);
+    let settled = status_mib(pid, "VmRSS:");
+    (17..=256).for_each(round);
+    let grown = status_mib(pid, "VmRSS:").saturating_sub(settled);
+    eprintln!("resident memory grew {grown} MiB over 480 MiB of varied requests");
+    assert!(
+        grown <= 32,
+        "the server kept {grown} MiB more after 480 MiB of requests differing only in `_meta` and headers"
+    );
 }
