@@ -247,7 +247,10 @@ fn calls_and_reads_with_varied_meta_and_headers_leave_resident_memory_where_it_w
     assert_eq!(status, 200, "{started}");
     let checkpoint = started["result"]["structuredContent"]["checkpoint"].clone();
     assert!(checkpoint.is_string(), "{started}");
-    let step = serde_json::json!({"name": "rimthan.get_active_step", "arguments": {"checkpoint": checkpoint}});
+    let step = serde_json::json!({
+        "name": "rimthan.get_active_step",
+        "arguments": {"checkpoint": checkpoint},
+    });
     let read = serde_json::json!({"uri": "rimthan://bootstrap/agent-entrypoint"});
     const PAD: usize = 1 << 20;
     let round = |i: usize| {

@@ -115,15 +115,9 @@ async fn answered_request_id(
     request: &str,
     id: Option<&str>,
 ) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let header = id.map_or(String::new(), |id| format!("x-request-id: {id}\r\n"));
     let request = request.replacen("\r\n", &format!("\r\n{header}"), 1);
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).await.unwrap();
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    let head = answer.split("\r\n\r\n").next().unwrap();
+    let (head, _) = raw_answer(addr, request.as_bytes()).await;
     let ids: Vec<&str> = head
         .lines()
         .filter_map(|l| l.split_once(':'))

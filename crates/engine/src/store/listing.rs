@@ -140,8 +140,9 @@ pub fn position(status: Status, step_index: u64, steps: Option<usize>) -> String
     format!("{at}/{total}")
 }
 
-/// Lists sessions on either backend. The `WHERE` clause names only the filters that are set, so each query can use the
-/// index that fits it; the SQL text holds column names and placeholders, never a value.
+/// Lists sessions on either backend. The `WHERE` clause names only the filters that are set,
+/// so each query can use the index that fits it; the SQL text holds column names and
+/// placeholders, never a value.
 pub(crate) async fn list<DB>(
     pool: &Pool<DB>,
     query: &SessionQuery,

@@ -464,6 +464,14 @@ pub async fn raw_read(addr: SocketAddr, version: &str, uri: &str, id: Value) -> 
 
 /// Sends raw request bytes (with `Connection: close`) and returns the status and body.
 pub async fn raw_exchange(addr: SocketAddr, request: &[u8]) -> (u16, Vec<u8>) {
+    let (head, body) = raw_answer(addr, request).await;
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, body)
+}
+
+/// Sends raw request bytes (with `Connection: close`) and returns the answer's head (status
+/// line and headers) and body.
+pub async fn raw_answer(addr: SocketAddr, request: &[u8]) -> (String, Vec<u8>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream.write_all(request).await.unwrap();
@@ -473,7 +481,6 @@ pub async fn raw_exchange(addr: SocketAddr, request: &[u8]) -> (u16, Vec<u8>) {
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .expect("a complete head");
-    let head = String::from_utf8_lossy(&answer[..split]);
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, answer[split + 4..].to_vec())
+    let head = String::from_utf8_lossy(&answer[..split]).into_owned();
+    (head, answer[split + 4..].to_vec())
 }
