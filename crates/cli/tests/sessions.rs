@@ -121,6 +121,11 @@ fn sessions_list_and_show_what_harnesses_did_and_refuse_what_does_not_parse() {
     ]);
     let timeline = shown["timeline"].as_array().unwrap();
     assert_eq!(timeline[0]["tool"], "start_workflow");
+    // The revision a decision names with --revision (docs/operations/facilitator.md §5).
+    let revision = shown["revision"]
+        .as_u64()
+        .expect("show --json carries the revision");
+    assert!(revision > 0, "{revision}");
     let revise = timeline.iter().find(|e| e["outcome"] == "revise").unwrap();
     let failed = revise["judgement"]["failed"].as_array().unwrap();
     assert!(!failed.is_empty(), "{revise}");

@@ -155,6 +155,25 @@ pub enum DecisionResult {
     },
 }
 
+/// The refusal for a session this approver may not know of, word for word the one for an id
+/// no session has: a session's existence and state are its organization's to know.
+pub fn unknown_session(id: &str) -> Failure {
+    Failure::new(Code::SessionNotFound, "no session has this id").with("session_id", id)
+}
+
+/// Whether `approver` may learn anything of a session started by `participant`: people of its
+/// organization, facilitators of every organization, and anyone for a session of no
+/// organization. Checked before any other check, so nothing else about the session leaks.
+pub(crate) fn within_reach(approver: &Approver, participant: Option<&Principal>) -> bool {
+    match participant.and_then(|p| p.organization.as_deref()) {
+        None => true,
+        Some(org) => {
+            approver.facilitator == FacilitatorOf::Everyone
+                || approver.principal.organization.as_deref() == Some(org)
+        }
+    }
+}
+
 /// Whether `approver` may decide on a step of `approval` in a session started by `participant`.
 pub(crate) fn may_decide(
     approval: &Approval,

@@ -271,6 +271,8 @@ async fn whoever_the_approval_does_not_name_is_refused_and_nothing_changes() {
     assert_eq!(refused(not_pending), "approval_not_pending");
     at.write_note(NOTE_OK, SQL_OK).await;
     let before = at.revision().await;
+    // Another organization's people learn nothing of the session: it answers them as an id no
+    // session has, and their attempts stay out of its chain.
     let cases = [
         (
             Approver {
@@ -278,14 +280,17 @@ async fn whoever_the_approval_does_not_name_is_refused_and_nothing_changes() {
                 ..release_manager("pat", "acme")
             },
             "the participant",
+            "approval_not_allowed",
         ),
         (
             facilitator("oz", "globex"),
             "a facilitator of another organization",
+            "session_not_found",
         ),
         (
             release_manager("rae", "globex"),
             "a role holder of another organization",
+            "session_not_found",
         ),
         (
             Approver {
@@ -294,15 +299,18 @@ async fn whoever_the_approval_does_not_name_is_refused_and_nothing_changes() {
                 roles: vec!["dba".parse().unwrap()],
             },
             "a holder of another role",
+            "approval_not_allowed",
         ),
     ];
-    for (who, what) in cases {
-        assert_eq!(
-            refused(at.decide(&who, approve()).await),
-            "approval_not_allowed",
-            "{what}"
-        );
+    for (who, what, code) in cases {
+        assert_eq!(refused(at.decide(&who, approve()).await), code, "{what}");
     }
+    let log = at.engine.store().audit_log(&at.id).await.unwrap();
+    assert!(
+        log.iter()
+            .all(|e| !matches!(e.principal.as_deref(), Some("oz" | "rae"))),
+        "another organization's attempt was written into the session's chain"
+    );
     let ann = facilitator("ann", "acme");
     let blank = Decision::SendBack { note: "  ".into() };
     assert_eq!(

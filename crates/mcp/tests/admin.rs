@@ -186,7 +186,9 @@ async fn only_facilitators_open_the_view_and_each_sees_their_organization() {
     .await;
     assert_eq!(rebound.status, 403);
 
-    // The login form checks the token, then keeps it in a cookie only /admin reads.
+    // The login form checks the token, then keeps it in a cookie only /admin reads. Like every
+    // form post it must prove it comes from this server's page: an Origin on this host, or
+    // without one Sec-Fetch-Site: same-origin (or a Referer on this host).
     let login = |token: &str| {
         let body = format!("token={token}");
         format!(
@@ -194,18 +196,28 @@ async fn only_facilitators_open_the_view_and_each_sees_their_organization() {
             body.len()
         )
     };
-    assert_eq!(send(addr, login("ada")).await.status, 403);
-    let elsewhere = login("lead").replace(
-        "Host: 127.0.0.1\r\n",
-        "Host: 127.0.0.1\r\nOrigin: https://evil.example\r\n",
+    let from = |request: String, proof: &str| {
+        request.replace(
+            "Host: 127.0.0.1\r\n",
+            &format!("Host: 127.0.0.1\r\n{proof}\r\n"),
+        )
+    };
+    assert_eq!(
+        send(addr, from(login("ada"), "Origin: http://127.0.0.1"))
+            .await
+            .status,
+        403
     );
+    let elsewhere = from(login("lead"), "Origin: https://evil.example");
     assert_eq!(send(addr, elsewhere).await.status, 403);
-    let here = login("lead").replace(
-        "Host: 127.0.0.1\r\n",
-        "Host: 127.0.0.1\r\nOrigin: http://127.0.0.1\r\n",
+    assert_eq!(
+        send(addr, login("lead")).await.status,
+        403,
+        "no Origin, no proof"
     );
+    let here = from(login("lead"), "Origin: http://127.0.0.1");
     assert_eq!(send(addr, here).await.status, 303);
-    let signed_in = send(addr, login("lead")).await;
+    let signed_in = send(addr, from(login("lead"), "Sec-Fetch-Site: same-origin")).await;
     assert_eq!(signed_in.status, 303);
     assert!(
         signed_in

@@ -171,19 +171,18 @@ async fn post_json(
 async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let file = token_file(dir.path());
-    let served = http_server_with(
-        server_on(registry(), Profile::WorkflowEngine).await,
-        |config| {
-            let auth = Arc::new(Auth {
-                verifier: Verifier::tokens_from_file(&file).unwrap(),
-                resource: format!("http://{}/mcp", config.listen),
-                authorization_servers: vec![],
-                scope: "rimthan:workflow".into(),
-            });
-            config.admin = Some(Access::Facilitators(auth.clone()));
-            config.auth = Some(auth);
-        },
-    )
+    let server = server_on(registry(), Profile::WorkflowEngine).await;
+    let engine = server.engine().clone();
+    let served = http_server_with(server, |config| {
+        let auth = Arc::new(Auth {
+            verifier: Verifier::tokens_from_file(&file).unwrap(),
+            resource: format!("http://{}/mcp", config.listen),
+            authorization_servers: vec![],
+            scope: "rimthan:workflow".into(),
+        });
+        config.admin = Some(Access::Facilitators(auth.clone()));
+        config.auth = Some(auth);
+    })
     .await;
     let addr = served.addr;
     let origin = format!("http://{addr}");
@@ -247,17 +246,32 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
     let waiting = pass(&client, &start, &revise).await;
     assert_eq!(waiting["status"], "awaiting_approval");
 
-    // The JSON door: the participant, another organization and a cookie are refused.
+    // The JSON door: the participant and a cookie are refused; another organization's
+    // facilitator is answered word for word as for an id no session has, and the session's
+    // chain records nothing of their attempt.
     let approve = json!({"action": "approve", "step": "write-note"});
     let (status, answer) = post_json(addr, &api, "Authorization: Bearer pat\r\n", &approve).await;
     assert_eq!(
         (status, answer["failure"]["code"].as_str()),
         (403, Some("approval_not_allowed"))
     );
-    let (status, answer) = post_json(addr, &api, "Authorization: Bearer oz\r\n", &approve).await;
+    let (status, foreign) = post_json(addr, &api, "Authorization: Bearer oz\r\n", &approve).await;
+    assert_eq!(status, 404, "{foreign:#}");
+    let unknown_id = "0".repeat(session.len());
+    let unknown_api = format!("/admin/api/sessions/{unknown_id}/decisions");
+    let (status, unknown) =
+        post_json(addr, &unknown_api, "Authorization: Bearer oz\r\n", &approve).await;
+    assert_eq!(status, 404, "{unknown:#}");
     assert_eq!(
-        (status, answer["failure"]["code"].as_str()),
-        (403, Some("approval_not_allowed"))
+        foreign.to_string().replace(&session, "ID"),
+        unknown.to_string().replace(&unknown_id, "ID")
+    );
+    assert_eq!(foreign["failure"]["code"], "session_not_found");
+    let id = session.parse().unwrap();
+    let log = engine.store().audit_log(&id).await.unwrap();
+    assert!(
+        log.iter().all(|e| e.principal.as_deref() != Some("oz")),
+        "another organization's attempt was written into the session's chain"
     );
     let (status, _) = post_json(addr, &api, "Cookie: rimthan_admin=rui\r\n", &approve).await;
     assert_eq!(status, 401);
@@ -282,4 +296,149 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
     let done = read(&client, &waiting).await;
     assert_eq!(done["status"], "completed", "{done:#}");
     assert!(done["provenance"].is_object());
+}
+
+/// A send-back answers the approvals still standing (none), a body that is not a decision is
+/// answered in the JSON door's own shape with `request_invalid`, and a form post must prove it
+/// comes from this server's pages: an `Origin` on this host, or without one
+/// `Sec-Fetch-Site: same-origin` or a `Referer` on this host.
+#[tokio::test]
+async fn send_back_counts_no_approvals_bad_bodies_are_named_and_forms_prove_their_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = token_file(dir.path());
+    let served = http_server_with(
+        server_on(registry(), Profile::WorkflowEngine).await,
+        |config| {
+            let auth = Arc::new(Auth {
+                verifier: Verifier::tokens_from_file(&file).unwrap(),
+                resource: format!("http://{}/mcp", config.listen),
+                authorization_servers: vec![],
+                scope: "rimthan:workflow".into(),
+            });
+            config.admin = Some(Access::Facilitators(auth.clone()));
+            config.auth = Some(auth);
+        },
+    )
+    .await;
+    let addr = served.addr;
+    let transport = StreamableHttpClientTransportConfig::with_uri(served.url.clone())
+        .auth_header("pat".to_owned());
+    let client = ().serve(StreamableHttpClientTransport::from_config(transport)).await.unwrap();
+    let start = json!({"workflow_id": "release-note", "host": {
+        "harness": "codex", "adapter": {"id": "codex", "version": "1.1.0"},
+        "capabilities": ["mcp.tools", "mcp.resources", "mcp.prompts", "native-subagents",
+            "scoped-inputs", "read-only-capabilities", "structured-reports", "project-local-assets"],
+        "validator_capabilities": ["workspace.read"]}});
+    let mut payload = structured(&call(&client, rimthan_mcp::START, start.clone()).await);
+    while payload["step"]["id"] != "write-note" {
+        payload = pass(&client, &start, &payload).await;
+    }
+    let waiting = pass(&client, &start, &payload).await;
+    assert_eq!(waiting["status"], "awaiting_approval", "{waiting:#}");
+    let session = waiting["session_id"].as_str().unwrap().to_owned();
+    let api = format!("/admin/api/sessions/{session}/decisions");
+    let rui = "Authorization: Bearer rui\r\n";
+
+    // One approval of two stands; a send-back leaves none.
+    let approve = json!({"action": "approve", "step": "write-note"});
+    let (status, answer) = post_json(addr, &api, rui, &approve).await;
+    assert_eq!(
+        (status, answer["approvals"].as_u64()),
+        (200, Some(1)),
+        "{answer:#}"
+    );
+    let back = json!({"action": "send_back", "step": "write-note", "note": "Split the backfill."});
+    let (status, answer) = post_json(addr, &api, "Authorization: Bearer ann\r\n", &back).await;
+    assert_eq!(status, 200, "{answer:#}");
+    assert_eq!(answer["status"], "revise");
+    assert_eq!(answer["approvals"], 0, "{answer:#}");
+    assert_eq!(answer["approvals_needed"], 2);
+    let revise = read(&client, &waiting).await;
+    let waiting = pass(&client, &start, &revise).await;
+    assert_eq!(waiting["status"], "awaiting_approval");
+
+    // Bodies that are not decisions: an unknown field, broken JSON, a wrong type.
+    for body in [
+        r#"{"action": "send_back", "step": "write-note", "reason": "no"}"#,
+        r#"{"action": "approve", "#,
+        r#"{"action": 7, "step": "write-note"}"#,
+    ] {
+        let answer = send(
+            addr,
+            format!(
+                "POST {api} HTTP/1.1\r\nHost: 127.0.0.1\r\n{rui}Content-Type: application/json\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        )
+        .await;
+        assert!(
+            (400..500).contains(&answer.status),
+            "{body}: {}",
+            answer.status
+        );
+        let refused: Value = serde_json::from_str(&answer.body)
+            .unwrap_or_else(|_| panic!("{body}: not JSON: {}", answer.body));
+        assert_eq!(refused["result"], "refused", "{refused:#}");
+        assert_eq!(refused["failure"]["code"], "request_invalid", "{refused:#}");
+    }
+
+    // Forms: no Origin and nothing else is refused; a same-origin fetch or a Referer on this
+    // host proves the page.
+    let page_path = format!("/admin/sessions/{session}");
+    let page = get_as(addr, &page_path, "ann").await;
+    let form = format!(
+        "csrf={}&step=write-note&revision={}&action=send_back&note=Once+more.",
+        field(&page.body, "csrf"),
+        field(&page.body, "revision")
+    );
+    let post = |proof: String| {
+        let form = form.clone();
+        let path = format!("{page_path}/decide");
+        async move {
+            send(
+                addr,
+                format!(
+                    "POST {path} HTTP/1.1\r\nHost: {addr}\r\nCookie: rimthan_admin=ann\r\n{proof}\
+                     Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\
+                     Connection: close\r\n\r\n{form}",
+                    form.len()
+                ),
+            )
+            .await
+        }
+    };
+    for proof in [
+        String::new(),
+        "Sec-Fetch-Site: cross-site\r\n".to_owned(),
+        "Referer: https://evil.example/page\r\n".to_owned(),
+        format!("Referer: http://{addr}.evil.example/\r\n"),
+    ] {
+        let refused = post(proof.clone()).await;
+        assert_eq!(refused.status, 403, "{proof}: {}", refused.body);
+    }
+    assert_eq!(read(&client, &waiting).await["status"], "awaiting_approval");
+    let sent = post("Sec-Fetch-Site: same-origin\r\n".to_owned()).await;
+    assert_eq!(sent.status, 303, "{}", sent.body);
+    let revise = read(&client, &waiting).await;
+    assert_eq!(revise["status"], "revise");
+    let waiting = pass(&client, &start, &revise).await;
+    let page = get_as(addr, &page_path, "ann").await;
+    let form = format!(
+        "csrf={}&step=write-note&revision={}&action=send_back&note=And+again.",
+        field(&page.body, "csrf"),
+        field(&page.body, "revision")
+    );
+    let answer = send(
+        addr,
+        format!(
+            "POST {page_path}/decide HTTP/1.1\r\nHost: {addr}\r\nCookie: rimthan_admin=ann\r\n\
+             Referer: http://{addr}{page_path}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{form}",
+            form.len()
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    assert_eq!(read(&client, &waiting).await["status"], "revise");
 }

@@ -336,7 +336,7 @@ impl ShowArgs {
             .collect();
         if self.json {
             let shown = json!({
-                "id": session.id, "status": session.status.as_str(),
+                "id": session.id, "status": session.status.as_str(), "revision": session.revision,
                 "workflow": session.workflow, "workflow_version": session.workflow_version,
                 "release": session.release, "harness": session.host.harness.as_str(),
                 "principal": session.principal, "step_index": session.step_index,

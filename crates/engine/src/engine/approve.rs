@@ -6,7 +6,10 @@
 
 use super::{Engine, MAX_ATTEMPTS, submit::advance};
 use crate::{
-    approval::{Approver, Decision, DecisionRequest, DecisionResult, Waiver, may_decide, note},
+    approval::{
+        Approver, Decision, DecisionRequest, DecisionResult, Waiver, may_decide, note,
+        unknown_session, within_reach,
+    },
     audit::{AuditDecision, AuditEntry, Operation, Outcome},
     codes::{Code, Failure},
     error::EngineError,
@@ -27,9 +30,12 @@ impl Engine {
             Decision::Waive { .. } => Operation::WaiveFinding,
         };
         for _ in 0..MAX_ATTEMPTS {
-            let Some(session) = self.store.load_session(&req.session).await? else {
-                let failure = Failure::new(Code::SessionNotFound, "no session has this id")
-                    .with("session_id", req.session.as_str());
+            let session = self.store.load_session(&req.session).await?;
+            // Another organization's session answers as no session at all, and its chain
+            // records nothing of the attempt.
+            let Some(session) = session.filter(|s| within_reach(approver, s.principal.as_ref()))
+            else {
+                let failure = unknown_session(req.session.as_str());
                 return Ok(DecisionResult::Refused { failure });
             };
             let release = self.pinned_release(&session)?;
@@ -70,10 +76,19 @@ impl Engine {
                     .find(|s| s.doc().id == req.step)
                     .and_then(|s| s.doc().approval.as_ref())
                     .map_or(0, |a| a.approvers);
+                // The approvals still standing: those of the waiting sign-off, those that
+                // completed it, or none after a send-back.
+                let approvals = match pending {
+                    Some(p) => p.approvals.len(),
+                    None => next
+                        .signoffs
+                        .get(&req.step)
+                        .map_or(0, |s| s.approvals.len()),
+                };
                 return Ok(DecisionResult::Recorded {
                     status: next.status,
                     revision: next.revision,
-                    approvals: pending.map_or(needed as usize, |p| p.approvals.len()),
+                    approvals,
                     approvals_needed: needed,
                     unwaived: pending.map_or(0, |p| p.waivable.len()),
                 });

@@ -11,14 +11,14 @@
 
 use axum::{
     Extension, Form, Json,
-    extract::{Path, State},
+    extract::{Path, State, rejection::JsonRejection},
     http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Redirect, Response},
 };
 use hmac::{Hmac, Mac};
 use rimthan_engine::{
     SessionId,
-    approval::{Approver, Decision, DecisionRequest, DecisionResult},
+    approval::{Approver, Decision, DecisionRequest, DecisionResult, unknown_session},
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -135,9 +135,15 @@ impl DecisionInput {
     }
 }
 
+/// The page for a session id the caller may not decide on because no session has it, or
+/// because it is another organization's: the same page either way.
+fn unknown_page() -> Refusal {
+    Refusal::not_found("There is no session with this id.")
+}
+
 /// The session a path names, and its current revision.
 async fn session_of(state: &AdminState, id: &str) -> Result<(SessionId, u64), Refusal> {
-    let unknown = || Refusal::not_found("There is no session with this id.");
+    let unknown = unknown_page;
     let id: SessionId = bounded("session id", id)?.parse().map_err(|_| unknown())?;
     let session = state
         .engine
@@ -199,6 +205,9 @@ pub(crate) async fn form(
         DecisionResult::Recorded { .. } => {
             Ok(Redirect::to(&format!("/admin/sessions/{session}")).into_response())
         }
+        DecisionResult::Refused { failure } if failure.code.as_str() == "session_not_found" => {
+            Err(unknown_page())
+        }
         DecisionResult::Refused { failure } => Err(Refusal::new(
             refused_status(failure.code.as_str()),
             "This decision was refused",
@@ -212,7 +221,7 @@ pub(crate) async fn api(
     State(state): State<AdminState>,
     Path(id): Path<String>,
     headers: HeaderMap,
-    Json(input): Json<DecisionInput>,
+    input: Result<Json<DecisionInput>, JsonRejection>,
 ) -> Response {
     let answer = |status: StatusCode, body: serde_json::Value| (status, Json(body)).into_response();
     let refusal = |status: StatusCode, code: &str, message: &str| {
@@ -249,6 +258,30 @@ pub(crate) async fn api(
             );
         }
     };
+    // A body that is not a decision answers in the door's own shape, after authentication
+    // (so nobody learns the door's fields without a token).
+    let input = match input {
+        Ok(Json(input)) => input,
+        Err(rejection) => {
+            let mut reason = rejection.body_text();
+            if reason.len() > 512 {
+                let cut = (0..=512)
+                    .rev()
+                    .find(|&i| reason.is_char_boundary(i))
+                    .unwrap_or(0);
+                reason.truncate(cut);
+                reason.push('…');
+            }
+            return refusal(
+                rejection.status(),
+                "request_invalid",
+                &format!(
+                    "the body is not a decision ({reason}); send JSON with action, step and \
+                     optionally revision, note, check, rule and path"
+                ),
+            );
+        }
+    };
     if input.csrf.is_some() {
         return refusal(
             StatusCode::BAD_REQUEST,
@@ -262,6 +295,16 @@ pub(crate) async fn api(
         decide(&state, request, &caller.approver()).await
     }
     .await;
+    // No session, or another organization's: the engine's refusal, word for word.
+    let result = match result {
+        Err(refusal) if refusal.status == StatusCode::NOT_FOUND => {
+            let id = bounded("session id", &id).unwrap_or_default();
+            Ok(DecisionResult::Refused {
+                failure: unknown_session(id),
+            })
+        }
+        other => other,
+    };
     match result {
         Ok(result) => {
             let status = match &result {

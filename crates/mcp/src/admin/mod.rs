@@ -586,14 +586,26 @@ struct LoginForm {
 
 /// Whether a form post comes from a page of this server: a browser names the page's origin, and
 /// its host must be the one the request is addressed to.
+/// Whether a form post comes from this server's own pages: its `Origin` names this host; or,
+/// from a browser that sent none, `Sec-Fetch-Site: same-origin` or a `Referer` on this host.
+/// A post that proves neither is refused (`docs/operations/facilitator.md` §5).
 fn same_origin(headers: &HeaderMap) -> bool {
-    let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
-    match (header(header::ORIGIN), header(header::HOST)) {
-        (None, _) => true,
-        (Some(origin), Some(host)) => origin
-            .split_once("://")
-            .is_some_and(|(_, authority)| authority.eq_ignore_ascii_case(host)),
-        (Some(_), None) => false,
+    let header = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    let Some(host) = header(header::HOST) else {
+        return false;
+    };
+    let on_this_host = |url: &str| {
+        url.split_once("://").is_some_and(|(_, rest)| {
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+            authority.eq_ignore_ascii_case(host)
+        })
+    };
+    match header(header::ORIGIN) {
+        Some(origin) => on_this_host(origin),
+        None => {
+            header(header::HeaderName::from_static("sec-fetch-site")) == Some("same-origin")
+                || header(header::REFERER).is_some_and(on_this_host)
+        }
     }
 }
 
