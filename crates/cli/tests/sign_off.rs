@@ -75,7 +75,7 @@ fn stage_stops_at_sign_off_and_approvers_decide_from_the_command_line() {
             "sqlite://{}",
             dir.path().join("db.sqlite").display()
         ));
-    let (_server, port) = serve_on_free_port(serve);
+    let (served, port) = serve_on_free_port(serve);
     let server = format!("http://127.0.0.1:{port}");
     let url = format!("{server}/mcp");
     let project = dir.path().join("project");
@@ -107,7 +107,11 @@ fn stage_stops_at_sign_off_and_approvers_decide_from_the_command_line() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(stdout.contains("): awaiting_approval"), "{stdout}");
 
-    let own = decide(&server, "pat", &["approve", &id]);
+    let own = decide(
+        &server,
+        "pat",
+        &["approve", &id, "--note", "My own work is fine."],
+    );
     assert_eq!(own.status.code(), Some(1));
     assert!(
         text(&own.stderr).contains("approval_not_allowed"),
@@ -128,4 +132,36 @@ fn stage_stops_at_sign_off_and_approvers_decide_from_the_command_line() {
             .join(".rimthan/workflow-session.intoto.json")
             .is_file()
     );
+
+    // The timeline names who decided and what they wrote, the refused attempt included.
+    drop(served);
+    let shown = Command::new(BIN)
+        .args(["sessions", "show", &id, "--database-url"])
+        .arg(format!(
+            "sqlite://{}",
+            dir.path().join("db.sqlite").display()
+        ))
+        .output()
+        .unwrap();
+    let shown = text(&shown.stdout);
+    let line = |tool: &str, needle: &str| {
+        shown
+            .lines()
+            .find(|l| l.contains(tool) && l.contains(needle))
+            .unwrap_or_else(|| panic!("no {tool} line with {needle:?} in\n{shown}"))
+            .to_owned()
+    };
+    line(
+        "send_back_step",
+        "step write-note by ann: Batch the backfill.",
+    );
+    let refused = line("approve_step", "by pat");
+    assert!(
+        refused.contains("rejected")
+            && refused.contains("approval_not_allowed")
+            && refused.contains("My own work is fine."),
+        "{refused}"
+    );
+    line("approve_step", "by rui: Checked.");
+    line("approve_step", "by ann: Checked.");
 }

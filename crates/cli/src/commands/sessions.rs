@@ -407,13 +407,31 @@ impl ShowArgs {
                         [] => format!("{} passed", j.step),
                         failed => format!("{} failed by {}", j.step, failed.join(", ")),
                     });
+            // A decision names who made it and what they wrote, refused ones too.
+            let decided = e.decision.as_ref().map_or_else(String::new, |d| {
+                let by = e.principal.as_deref().unwrap_or("someone unauthenticated");
+                let waived = match (&d.check_id, &d.rule, &d.path) {
+                    (Some(check), rule, path) => format!(
+                        " waiving check {check} rule {} in {}",
+                        rule.as_deref().unwrap_or("-"),
+                        path.as_deref().unwrap_or("-")
+                    ),
+                    _ => String::new(),
+                };
+                let note = d
+                    .note
+                    .as_deref()
+                    .map_or_else(String::new, |n| format!(": {}", printable(n)));
+                format!(" step {} by {}{waived}{note}", d.step, printable(by))
+            });
             println!(
-                "  {}  {:<24}  {:<9}  {}{}",
+                "  {}  {:<24}  {:<9}  {}{}{}",
                 e.at,
                 e.tool.as_str(),
                 e.outcome.as_str(),
                 codes.join(", "),
-                judged
+                judged,
+                decided
             );
         }
         if !session.findings.is_empty() {
@@ -497,4 +515,18 @@ fn print_report_rounds(session: &rimthan_engine::Session) {
             }
         }
     }
+}
+
+/// `text` with control characters shown escaped, so a note cannot move the terminal's cursor or
+/// recolour what follows.
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_debug().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }

@@ -7,8 +7,8 @@
 use super::{Engine, MAX_ATTEMPTS, submit::advance};
 use crate::{
     approval::{
-        Approver, Decision, DecisionRequest, DecisionResult, Waiver, may_decide, note,
-        unknown_session, within_reach,
+        Approver, Decision, DecisionRequest, DecisionResult, MAX_NOTE_BYTES, Waiver, may_decide,
+        note, unknown_session, within_reach,
     },
     audit::{AuditDecision, AuditEntry, Operation, Outcome},
     codes::{Code, Failure},
@@ -50,6 +50,7 @@ impl Engine {
                         Some(&approver.principal),
                     );
                     audit.codes = vec![failure.code];
+                    audit.decision = Some(asked(&req));
                     self.store.append_audit(&audit).await?;
                     return Ok(DecisionResult::Refused { failure });
                 }
@@ -98,6 +99,43 @@ impl Engine {
             attempts: MAX_ATTEMPTS,
         })
     }
+}
+
+/// What a refused decision asked for, as its audit entry keeps it: the note or reason too
+/// (cut to [`MAX_NOTE_BYTES`] where it was refused for its length), so a refusal loses nothing a
+/// person wrote.
+fn asked(req: &DecisionRequest) -> AuditDecision {
+    let kept = |text: &str| {
+        let end = (0..=text.len().min(MAX_NOTE_BYTES))
+            .rev()
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
+        Some(text[..end].to_owned()).filter(|t| !t.trim().is_empty())
+    };
+    let mut record = AuditDecision {
+        step: req.step.to_string(),
+        note: None,
+        check_id: None,
+        rule: None,
+        path: None,
+        output_sha256: None,
+    };
+    match &req.decision {
+        Decision::Approve { note } => record.note = note.as_deref().and_then(kept),
+        Decision::SendBack { note } => record.note = kept(note),
+        Decision::Waive {
+            check,
+            rule,
+            path,
+            reason,
+        } => {
+            record.note = kept(reason);
+            record.check_id = Some(check.to_string());
+            record.rule = kept(rule);
+            record.path = kept(path);
+        }
+    }
+    record
 }
 
 /// The session after `req`, and what the audit log records of it; or the refusal.

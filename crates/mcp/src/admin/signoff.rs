@@ -61,7 +61,7 @@ pub(super) fn panel(session: &Session, csrf: Option<&str>) -> Markup {
                             " — " (r.summary) }
                     }
                     @for c in &round.checks {
-                        li { "check " (c.id) ": " (if c.failed() { "fail" } else { "pass" }) " (" (c.finding_count) " findings)" }
+                        li { "check " (c.id) ": " (if c.failed() { "fail" } else { "pass" }) " (" (c.finding_count) (if c.finding_count == 1 { " finding)" } else { " findings)" }) }
                     }
                 }
             }
