@@ -161,15 +161,18 @@ pub fn unknown_session(id: &str) -> Failure {
     Failure::new(Code::SessionNotFound, "no session has this id").with("session_id", id)
 }
 
-/// Whether `approver` may learn anything of a session started by `participant`: people of its
-/// organization, facilitators of every organization, and anyone for a session of no
-/// organization. Checked before any other check, so nothing else about the session leaks.
-pub(crate) fn within_reach(approver: &Approver, participant: Option<&Principal>) -> bool {
-    match participant.and_then(|p| p.organization.as_deref()) {
-        None => true,
-        Some(org) => {
-            approver.facilitator == FacilitatorOf::Everyone
-                || approver.principal.organization.as_deref() == Some(org)
+impl Approver {
+    /// Whether they may learn anything of a session started by `participant`: people of its
+    /// organization, facilitators of every organization, and anyone for a session of no
+    /// organization. Every door checks it before any other check, so nothing else about the
+    /// session leaks.
+    pub fn may_know(&self, participant: Option<&Principal>) -> bool {
+        match participant.and_then(|p| p.organization.as_deref()) {
+            None => true,
+            Some(org) => {
+                self.facilitator == FacilitatorOf::Everyone
+                    || self.principal.organization.as_deref() == Some(org)
+            }
         }
     }
 }

@@ -267,6 +267,13 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
         unknown.to_string().replace(&unknown_id, "ID")
     );
     assert_eq!(foreign["failure"]["code"], "session_not_found");
+    // Before any other check: a decision that would be refused for its action is not found.
+    let dance = json!({"action": "dance", "step": "write-note"});
+    let (status, danced) = post_json(addr, &api, "Authorization: Bearer oz\r\n", &dance).await;
+    assert_eq!(
+        (status, danced["failure"]["code"].as_str()),
+        (404, Some("session_not_found"))
+    );
     let id = session.parse().unwrap();
     let log = engine.store().audit_log(&id).await.unwrap();
     assert!(

@@ -8,7 +8,7 @@ use super::{Engine, MAX_ATTEMPTS, submit::advance};
 use crate::{
     approval::{
         Approver, Decision, DecisionRequest, DecisionResult, MAX_NOTE_BYTES, Waiver, may_decide,
-        note, unknown_session, within_reach,
+        note, unknown_session,
     },
     audit::{AuditDecision, AuditEntry, Operation, Outcome},
     codes::{Code, Failure},
@@ -33,8 +33,7 @@ impl Engine {
             let session = self.store.load_session(&req.session).await?;
             // Another organization's session answers as no session at all, and its chain
             // records nothing of the attempt.
-            let Some(session) = session.filter(|s| within_reach(approver, s.principal.as_ref()))
-            else {
+            let Some(session) = session.filter(|s| approver.may_know(s.principal.as_ref())) else {
                 let failure = unknown_session(req.session.as_str());
                 return Ok(DecisionResult::Refused { failure });
             };

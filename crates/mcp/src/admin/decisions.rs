@@ -141,16 +141,23 @@ fn unknown_page() -> Refusal {
     Refusal::not_found("There is no session with this id.")
 }
 
-/// The session a path names, and its current revision.
-async fn session_of(state: &AdminState, id: &str) -> Result<(SessionId, u64), Refusal> {
-    let unknown = unknown_page;
-    let id: SessionId = bounded("session id", id)?.parse().map_err(|_| unknown())?;
+/// The session a path names, and its current revision; another organization's session is
+/// not found, before anything else is looked at.
+async fn session_of(
+    state: &AdminState,
+    id: &str,
+    approver: &Approver,
+) -> Result<(SessionId, u64), Refusal> {
+    let id: SessionId = bounded("session id", id)?
+        .parse()
+        .map_err(|_| unknown_page())?;
     let session = state
         .engine
         .store()
         .load_session(&id)
         .await?
-        .ok_or_else(unknown)?;
+        .filter(|s| approver.may_know(s.principal.as_ref()))
+        .ok_or_else(unknown_page)?;
     Ok((id, session.revision))
 }
 
@@ -196,7 +203,7 @@ pub(crate) async fn form(
             "The form's token does not match your sign-in; reload the page and decide again.",
         ));
     }
-    let (session, current) = session_of(&state, &id).await?;
+    let (session, current) = session_of(&state, &id, approver).await?;
     if input.revision.is_none() {
         return Err(Refusal::bad_input("The form names no revision."));
     }
@@ -289,10 +296,11 @@ pub(crate) async fn api(
             "csrf belongs to forms; a program authenticates with its bearer token",
         );
     }
+    let approver = caller.approver();
     let result = async {
-        let (session, current) = session_of(&state, &id).await?;
+        let (session, current) = session_of(&state, &id, &approver).await?;
         let request = input.request(session, current)?;
-        decide(&state, request, &caller.approver()).await
+        decide(&state, request, &approver).await
     }
     .await;
     // No session, or another organization's: the engine's refusal, word for word.

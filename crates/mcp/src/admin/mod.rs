@@ -584,8 +584,6 @@ struct LoginForm {
     token: String,
 }
 
-/// Whether a form post comes from a page of this server: a browser names the page's origin, and
-/// its host must be the one the request is addressed to.
 /// Whether a form post comes from this server's own pages: its `Origin` names this host; or,
 /// from a browser that sent none, `Sec-Fetch-Site: same-origin` or a `Referer` on this host.
 /// A post that proves neither is refused (`docs/operations/facilitator.md` §5).
