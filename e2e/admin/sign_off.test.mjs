@@ -32,11 +32,14 @@ describe("sign-off in headless chromium and on the command line", () => {
   let tokens;
   let session;
   const project = () => join(work.dir, "project");
+  // `rimthan stage` exits 0 when the session completed and 4 when it waits for sign-off.
   const stage = async (resume) => {
-    const { stdout } = await rimthan(
+    const { stdout, code } = await rimthan(
       ["stage", "--url", server.url, "--harness", "codex", "--project", project(), ...(resume ? ["--resume"] : [])],
       { RIMTHAN_TOKEN: tokens.pat },
+      [0, 4],
     );
+    assert.equal(code, /\): awaiting_approval/.test(stdout) ? 4 : 0, stdout);
     return stdout;
   };
 

@@ -55,6 +55,7 @@ pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
     match err.downcast_ref::<RegistryError>() {
         Some(e) if e.is_input_error() => 1,
         Some(_) => 3,
+        None if err.downcast_ref::<AwaitingSignOff>().is_some() => 4,
         None if err.downcast_ref::<InputError>().is_some() => 1,
         None if err.downcast_ref::<registry::ChecksFailed>().is_some() => 1,
         None if err.downcast_ref::<evidence::NotVerified>().is_some() => 1,
@@ -67,6 +68,27 @@ pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
         },
     }
 }
+
+/// `rimthan stage` stopped where the session waits for people to sign a step off: not a
+/// failure, and not a completion either (exit status 4, the README's table).
+#[derive(Debug)]
+pub(crate) struct AwaitingSignOff {
+    pub(crate) session: String,
+    /// The session's page in the server's view, when staged against a server.
+    pub(crate) page: Option<String>,
+}
+
+impl std::fmt::Display for AwaitingSignOff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "session {} waits for sign-off", self.session)?;
+        match &self.page {
+            Some(page) => write!(f, " ({page})"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for AwaitingSignOff {}
 
 /// An argument or input file the user must fix.
 #[derive(Debug)]

@@ -18,6 +18,8 @@ fn main() -> ExitCode {
         Err(err) => {
             match err.downcast_ref::<rimthan_registry::RegistryError>() {
                 Some(e) => eprintln!("error[{}]: {err:#}", e.code()),
+                // Waiting for people is where a run stops, not an error.
+                None if err.is::<commands::AwaitingSignOff>() => eprintln!("{err:#}"),
                 None => eprintln!("error: {err:#}"),
             }
             ExitCode::from(commands::exit_code(&err))

@@ -80,10 +80,17 @@ fn stage_stops_at_sign_off_and_approvers_decide_from_the_command_line() {
     let url = format!("{server}/mcp");
     let project = dir.path().join("project");
 
+    // Stopped at sign-off: exit status 4, who may decide, and the session's page.
     let out = stage(&url, &project, false);
     let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
     assert!(stdout.contains("): awaiting_approval"), "{stdout}");
+    let said = text(&out.stderr);
+    assert!(
+        said.contains("waiting for sign-off of step write-note: approvals 0 of 2; may decide: a facilitator of the session's organization, or someone holding the role release-manager, not the participant")
+            && said.contains(&format!("{server}/admin/sessions/")),
+        "{said}"
+    );
     let id = stdout
         .split_whitespace()
         .nth(1)
@@ -102,9 +109,14 @@ fn stage_stops_at_sign_off_and_approvers_decide_from_the_command_line() {
         text(&sent.stdout)
     );
 
+    // The resumed run shows the send-back's note before anything else.
     let out = stage(&url, &project, true);
     let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert!(
+        stdout.starts_with("Sent back by ann: Batch the backfill.\n"),
+        "{stdout}"
+    );
     assert!(stdout.contains("): awaiting_approval"), "{stdout}");
 
     let own = decide(

@@ -143,12 +143,15 @@ fn every_shipped_workflow_completes_on_every_harness_it_pins_against_a_served_en
                 project.path().to_str().unwrap(),
             ];
             let out = stage(&[&["--workflow", workflow][..], &target].concat());
-            assert!(
-                out.status.success(),
+            let mut stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            // 0 when the session completed, 4 when it waits for sign-off (README, exit statuses).
+            let waits = stdout.contains("): awaiting_approval");
+            assert_eq!(
+                out.status.code(),
+                Some(if waits { 4 } else { 0 }),
                 "{workflow} {harness}: {}",
                 stderr(&out)
             );
-            let mut stdout = String::from_utf8_lossy(&out.stdout).into_owned();
             let mut handled = step_lines(&out).len();
             // A step that waits for sign-off: a facilitator approves it on the command line
             // with their own token, and the participant's harness resumes.
@@ -293,7 +296,16 @@ fn a_session_resumes_from_its_session_file() {
         dir,
         "--resume",
     ]);
-    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    // The resumed run goes on to the step that waits for sign-off, and says so with its own
+    // exit status (4), who may decide and where.
+    assert_eq!(resumed.status.code(), Some(4), "{}", stderr(&resumed));
+    let said = stderr(&resumed);
+    assert!(
+        said.contains("waiting for sign-off of step write-migration: approvals 0 of ")
+            && said.contains("/admin/sessions/")
+            && said.contains("not the participant"),
+        "{said}"
+    );
     assert!(
         !stderr(&resumed).contains("setup-workspace"),
         "resume starts at the active step"

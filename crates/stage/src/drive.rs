@@ -135,6 +135,11 @@ pub(crate) async fn drive(
         session_id,
         workflow,
         steps: Vec::new(),
+        sent_back: if config.resume {
+            sent_back(&payload)
+        } else {
+            Vec::new()
+        },
     };
     let fault = config.fault;
     let mut revise = config.revise;
@@ -296,7 +301,26 @@ pub(crate) async fn drive(
         status: "completed".into(),
         steps: run.steps,
         fault: None,
+        approval: None,
+        sent_back: run.sent_back,
     })
+}
+
+/// The notes of a send-back in a payload in `revise`: the findings no validator or check made
+/// (`docs/engine.md` §6.2 writes a send-back's note as such a finding).
+fn sent_back(payload: &Value) -> Vec<String> {
+    if payload["status"] != "revise" {
+        return Vec::new();
+    }
+    payload["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| {
+            f["validator_id"].as_str().unwrap_or_default().is_empty() && f["check_id"].is_null()
+        })
+        .filter_map(|f| f["message"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// What a run has done so far.
@@ -304,6 +328,7 @@ struct Run {
     session_id: String,
     workflow: String,
     steps: Vec<StepRecord>,
+    sent_back: Vec<String>,
 }
 
 impl Run {
@@ -315,6 +340,8 @@ impl Run {
             status: payload["status"].as_str().unwrap_or("unknown").to_owned(),
             steps: self.steps,
             fault: None,
+            approval: Some(payload["approval"].clone()).filter(|a| a.is_object()),
+            sent_back: self.sent_back,
         }
     }
 
@@ -325,6 +352,8 @@ impl Run {
             status: payload["status"].as_str().unwrap_or("unknown").to_owned(),
             steps: self.steps,
             fault: Some(FaultOutcome { fault, codes }),
+            approval: None,
+            sent_back: self.sent_back,
         }
     }
 }

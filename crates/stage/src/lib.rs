@@ -237,6 +237,11 @@ pub struct Summary {
     pub steps: Vec<StepRecord>,
     /// The injected fault's outcome, if any.
     pub fault: Option<FaultOutcome>,
+    /// The sign-off the session waits for, as the server described it (`approval` of the
+    /// payload: the step, approvals needed and given, who may decide), when it stopped there.
+    pub approval: Option<serde_json::Value>,
+    /// The notes of people who sent the resumed step back, as the session read on `--resume`.
+    pub sent_back: Vec<String>,
 }
 
 /// The host capabilities a real host of each harness has (see the host matrix in

@@ -102,18 +102,22 @@ export async function startServer(dir, extraArgs = []) {
   throw new Error(`rimthan serve did not become ready:\n${lastLog}`);
 }
 
-/** Runs `rimthan ...args`; resolves { stdout, stderr } on exit 0, rejects with both otherwise. */
-export function rimthan(args, env = {}) {
+/**
+ * Runs `rimthan ...args`; resolves { stdout, stderr, code } on an exit status in `codes` (0 unless
+ * told), rejects with both otherwise.
+ */
+export function rimthan(args, env = {}, codes = [0]) {
   return new Promise((resolve, reject) => {
     execFile(
       rimthanBin(),
       args,
       { env: { ...process.env, ...env }, timeout: 180_000, maxBuffer: 64 * 1024 * 1024 },
       (error, stdout, stderr) => {
-        if (error) {
-          reject(new Error(`rimthan ${args.join(" ")} failed (${error.code ?? error.signal}):\n${stdout}\n${stderr}`));
+        const code = error ? error.code : 0;
+        if (codes.includes(code)) {
+          resolve({ stdout, stderr, code });
         } else {
-          resolve({ stdout, stderr });
+          reject(new Error(`rimthan ${args.join(" ")} failed (${error?.code ?? error?.signal}):\n${stdout}\n${stderr}`));
         }
       },
     );

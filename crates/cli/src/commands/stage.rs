@@ -6,7 +6,7 @@ use clap::Args;
 use rimthan_registry::{ChannelName, Harness, IdError, Version, WorkflowId};
 use rimthan_stage::{Fault, Protocol, SESSION_FILE, StageConfig, StepRecord, Target, run};
 
-use super::InputError;
+use super::{AwaitingSignOff, InputError};
 
 #[derive(Debug, Args)]
 pub(crate) struct StageArgs {
@@ -176,6 +176,10 @@ impl StageArgs {
             }
         };
 
+        // What the people who sent the step back wrote comes first: it is why this run revises.
+        for note in &summary.sent_back {
+            println!("{note}");
+        }
         println!(
             "session {} ({harness}, {}): {}",
             summary.session_id, summary.workflow, summary.status
@@ -190,20 +194,37 @@ impl StageArgs {
                 step.files.join(", ")
             );
         }
-        if summary.status == "awaiting_approval" {
-            let hint = match &config.target {
-                Target::Url { .. } => {
-                    "approvers decide in the server's /admin view or with `rimthan sessions \
-                     approve`; then run this again with --resume"
+        if summary.status == "awaiting_approval" && summary.fault.is_none() {
+            if let Some(approval) = &summary.approval {
+                eprintln!("{}", who_decides(approval));
+            }
+            let page = match &config.target {
+                Target::Url { url, .. } => {
+                    let base = url.trim_end_matches('/');
+                    let base = base.strip_suffix("/mcp").unwrap_or(base);
+                    eprintln!(
+                        "approvers decide at {base}/admin/sessions/{} or with `rimthan sessions \
+                         approve {}`; then run this again with --resume",
+                        summary.session_id, summary.session_id
+                    );
+                    Some(format!("{base}/admin/sessions/{}", summary.session_id))
                 }
                 // Nobody is authenticated in-process, so nobody can tell an approver from the
                 // participant (docs/operations/facilitator.md §5).
                 Target::InProcess { .. } => {
-                    "the in-process server authenticates no one, so nobody can sign off here: \
-                     stage against a server with credentials (--url) to see the step decided"
+                    eprintln!(
+                        "the in-process server authenticates no one, so nobody can sign off \
+                         here: stage against a server with credentials (--url) to see the step \
+                         decided"
+                    );
+                    None
                 }
             };
-            eprintln!("the session waits for sign-off: {hint}");
+            return Err(AwaitingSignOff {
+                session: summary.session_id,
+                page,
+            }
+            .into());
         }
         if let Some(outcome) = summary.fault {
             let expected = outcome.fault.expected_code();
@@ -222,4 +243,42 @@ impl StageArgs {
         }
         Ok(())
     }
+}
+
+/// "waiting for sign-off of step S: approvals 1 of 2 (bob); may decide: …" from a waiting
+/// payload's `approval`.
+fn who_decides(approval: &serde_json::Value) -> String {
+    let given: Vec<&str> = approval["approvals"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["subject"].as_str())
+        .collect();
+    let mut who = Vec::new();
+    if approval["facilitators"] == true {
+        who.push("a facilitator of the session's organization".to_owned());
+    }
+    let roles: Vec<&str> = approval["roles"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.as_str())
+        .collect();
+    if !roles.is_empty() {
+        who.push(format!("someone holding the role {}", roles.join(" or ")));
+    }
+    let mut line = format!(
+        "waiting for sign-off of step {}: approvals {} of {}",
+        approval["step"].as_str().unwrap_or("?"),
+        given.len(),
+        approval["approvals_needed"]
+    );
+    if !given.is_empty() {
+        line.push_str(&format!(" ({})", given.join(", ")));
+    }
+    line.push_str(&format!("; may decide: {}", who.join(", or ")));
+    if approval["self_approval"] != true {
+        line.push_str(", not the participant");
+    }
+    line
 }
