@@ -219,14 +219,87 @@ async fn only_facilitators_open_the_view_and_each_sees_their_organization() {
     assert_eq!(send(addr, here).await.status, 303);
     let signed_in = send(addr, from(login("lead"), "Sec-Fetch-Site: same-origin")).await;
     assert_eq!(signed_in.status, 303);
+    // The cookie carries a sign-in handle, never the token.
+    let handle = cookie_of(&signed_in);
+    assert_eq!(handle.len(), 64, "{handle}");
+    assert_ne!(handle, "lead");
     assert!(
-        signed_in
-            .head
-            .contains("set-cookie: rimthan_admin=lead; path=/admin; httponly; samesite=strict")
+        signed_in.head.contains(&format!(
+            "set-cookie: rimthan_admin={handle}; path=/admin; httponly; samesite=strict"
+        )),
+        "{}",
+        signed_in.head
     );
-    let by_cookie = get(addr, "/admin", "Cookie: theme=dark; rimthan_admin=lead\r\n").await;
+    let by_cookie = get(
+        addr,
+        "/admin",
+        &format!("Cookie: theme=dark; rimthan_admin={handle}\r\n"),
+    )
+    .await;
     assert_eq!(by_cookie.status, 200);
     assert!(by_cookie.body.contains(&session));
+    assert!(by_cookie.body.contains(r#"action="/admin/logout""#));
+
+    // A token in the cookie, or a handle this server never issued, is no sign-in.
+    for cookie in ["lead".to_owned(), "ab".repeat(32)] {
+        let refused = get(
+            addr,
+            "/admin",
+            &format!("Cookie: rimthan_admin={cookie}\r\n"),
+        )
+        .await;
+        assert_eq!(refused.status, 403, "{cookie}");
+        assert!(refused.body.contains("sign_in_ended"), "{}", refused.body);
+    }
+
+    // Sign out ends the sign-in: the same cookie afterwards is refused.
+    let logout = format!(
+        "POST /admin/logout HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://127.0.0.1\r\n\
+         Cookie: rimthan_admin={handle}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    let out = send(addr, logout).await;
+    assert_eq!(out.status, 303);
+    assert!(out.head.contains("rimthan_admin=;"), "{}", out.head);
+    let after = get(
+        addr,
+        "/admin",
+        &format!("Cookie: rimthan_admin={handle}\r\n"),
+    )
+    .await;
+    assert_eq!(after.status, 403);
+}
+
+/// The sign-in handle an answer's `Set-Cookie` carries.
+pub(crate) fn cookie_of(answer: &Answer) -> String {
+    answer
+        .head
+        .split("set-cookie: rimthan_admin=")
+        .nth(1)
+        .and_then(|rest| rest.split(';').next())
+        .unwrap_or_else(|| panic!("no sign-in cookie in {}", answer.head))
+        .to_owned()
+}
+
+/// Signs `token` in through the login form; the sign-in handle its cookie carries.
+pub(crate) async fn sign_in(addr: std::net::SocketAddr, token: &str) -> String {
+    let body = format!("token={token}");
+    let answer = send(
+        addr,
+        format!(
+            "POST /admin/login HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://{addr}\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, 303, "{token}: {}", answer.body);
+    cookie_of(&answer)
+}
+
+/// A page as a browser signed in with `handle` sees it.
+pub(crate) async fn get_signed_in(addr: std::net::SocketAddr, path: &str, handle: &str) -> Answer {
+    get(addr, path, &format!("Cookie: rimthan_admin={handle}\r\n")).await
 }
 
 #[tokio::test]

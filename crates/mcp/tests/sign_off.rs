@@ -21,7 +21,7 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 
-use crate::admin::{Answer, get_as, send};
+use crate::admin::{Answer, get_signed_in, send, sign_in};
 use crate::common::*;
 
 fn registry() -> rimthan_registry::VerifiedRegistry {
@@ -130,14 +130,14 @@ fn field(page: &str, name: &str) -> String {
 async fn post_form(
     addr: std::net::SocketAddr,
     path: &str,
-    token: &str,
+    handle: &str,
     origin: &str,
     body: &str,
 ) -> Answer {
     send(
         addr,
         format!(
-            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nCookie: rimthan_admin={token}\r\nOrigin: {origin}\r\n\
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nCookie: rimthan_admin={handle}\r\nOrigin: {origin}\r\n\
              Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         ),
@@ -207,7 +207,9 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
     let api = format!("/admin/api/sessions/{session}/decisions");
 
     // The page shows the outputs' digests and the forms with this sign-in's token.
-    let page = get_as(addr, &page_path, "ann").await;
+    let ann = sign_in(addr, "ann").await;
+    let oz = sign_in(addr, "oz").await;
+    let page = get_signed_in(addr, &page_path, &ann).await;
     assert_eq!(page.status, 200);
     assert!(page.body.contains(r#"id="sign-off""#), "{}", page.body);
     assert!(
@@ -223,18 +225,18 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
             "csrf={csrf}&step=write-note&revision={revision}&action=send_back&note=Batch+the+backfill."
         )
     };
-    for (token, form, from) in [
-        ("ann", send_back(""), origin.as_str()),
-        ("oz", send_back(&csrf), origin.as_str()),
-        ("ann", send_back(&csrf), "https://evil.example"),
+    for (handle, form, from) in [
+        (ann.as_str(), send_back(""), origin.as_str()),
+        (oz.as_str(), send_back(&csrf), origin.as_str()),
+        (ann.as_str(), send_back(&csrf), "https://evil.example"),
     ] {
-        let refused = post_form(addr, &decide, token, from, &form).await;
+        let refused = post_form(addr, &decide, handle, from, &form).await;
         assert_eq!(refused.status, 403, "{}", refused.body);
     }
     assert_eq!(read(&client, &waiting).await["status"], "awaiting_approval");
 
     // Sent back from the view: the harness reads revise with the note, and resubmits.
-    let sent = post_form(addr, &decide, "ann", &origin, &send_back(&csrf)).await;
+    let sent = post_form(addr, &decide, &ann, &origin, &send_back(&csrf)).await;
     assert_eq!(sent.status, 303, "{}", sent.body);
     let revise = read(&client, &waiting).await;
     assert_eq!(revise["status"], "revise", "{revise:#}");
@@ -292,13 +294,13 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
     );
 
     // The second approval, from the view, completes the session.
-    let page = get_as(addr, &page_path, "ann").await;
+    let page = get_signed_in(addr, &page_path, &ann).await;
     let form = format!(
         "csrf={}&step=write-note&revision={}&action=approve&note=Looks+right.",
         field(&page.body, "csrf"),
         field(&page.body, "revision")
     );
-    let approved = post_form(addr, &decide, "ann", &origin, &form).await;
+    let approved = post_form(addr, &decide, &ann, &origin, &form).await;
     assert_eq!(approved.status, 303, "{}", approved.body);
     let done = read(&client, &waiting).await;
     assert_eq!(done["status"], "completed", "{done:#}");
@@ -393,7 +395,8 @@ async fn send_back_counts_no_approvals_bad_bodies_are_named_and_forms_prove_thei
     // Forms: no Origin and nothing else is refused; a same-origin fetch or a Referer on this
     // host proves the page.
     let page_path = format!("/admin/sessions/{session}");
-    let page = get_as(addr, &page_path, "ann").await;
+    let ann = sign_in(addr, "ann").await;
+    let page = get_signed_in(addr, &page_path, &ann).await;
     let form = format!(
         "csrf={}&step=write-note&revision={}&action=send_back&note=Once+more.",
         field(&page.body, "csrf"),
@@ -402,11 +405,12 @@ async fn send_back_counts_no_approvals_bad_bodies_are_named_and_forms_prove_thei
     let post = |proof: String| {
         let form = form.clone();
         let path = format!("{page_path}/decide");
+        let ann = ann.clone();
         async move {
             send(
                 addr,
                 format!(
-                    "POST {path} HTTP/1.1\r\nHost: {addr}\r\nCookie: rimthan_admin=ann\r\n{proof}\
+                    "POST {path} HTTP/1.1\r\nHost: {addr}\r\nCookie: rimthan_admin={ann}\r\n{proof}\
                      Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\
                      Connection: close\r\n\r\n{form}",
                     form.len()
@@ -430,7 +434,7 @@ async fn send_back_counts_no_approvals_bad_bodies_are_named_and_forms_prove_thei
     let revise = read(&client, &waiting).await;
     assert_eq!(revise["status"], "revise");
     let waiting = pass(&client, &start, &revise).await;
-    let page = get_as(addr, &page_path, "ann").await;
+    let page = get_signed_in(addr, &page_path, &ann).await;
     let form = format!(
         "csrf={}&step=write-note&revision={}&action=send_back&note=And+again.",
         field(&page.body, "csrf"),
@@ -439,7 +443,7 @@ async fn send_back_counts_no_approvals_bad_bodies_are_named_and_forms_prove_thei
     let answer = send(
         addr,
         format!(
-            "POST {page_path}/decide HTTP/1.1\r\nHost: {addr}\r\nCookie: rimthan_admin=ann\r\n\
+            "POST {page_path}/decide HTTP/1.1\r\nHost: {addr}\r\nCookie: rimthan_admin={ann}\r\n\
              Referer: http://{addr}{page_path}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
              Content-Length: {}\r\nConnection: close\r\n\r\n{form}",
             form.len()

@@ -8,6 +8,7 @@
 
 mod charts;
 mod decisions;
+mod logins;
 mod pages;
 mod reports;
 mod signoff;
@@ -154,6 +155,7 @@ struct AdminState {
     engine: Arc<Engine>,
     access: Access,
     csrf: decisions::CsrfKey,
+    logins: Arc<logins::Logins>,
 }
 
 /// Who may look, and the `Host` values the view answers to.
@@ -161,19 +163,23 @@ struct AdminState {
 struct Gate {
     access: Access,
     allowed_hosts: Arc<[String]>,
+    logins: Arc<logins::Logins>,
 }
 
 /// The `/admin` routes. They answer only requests whose `Host` is in `allowed_hosts` (as
 /// `/mcp` does), so a page elsewhere cannot read them through a rebound DNS name.
 pub fn router(engine: Arc<Engine>, access: Access, allowed_hosts: &[String]) -> Router {
+    let logins = Arc::new(logins::Logins::default());
     let state = AdminState {
         engine,
         access: access.clone(),
         csrf: decisions::CsrfKey::generate(),
+        logins: logins.clone(),
     };
     let gate = Gate {
         access: access.clone(),
         allowed_hosts: allowed_hosts.into(),
+        logins,
     };
     let guarded = Router::new()
         .route("/admin", get(list))
@@ -194,6 +200,7 @@ pub fn router(engine: Arc<Engine>, access: Access, allowed_hosts: &[String]) -> 
         Access::Facilitators(_) => guarded.merge(
             Router::new()
                 .route("/admin/login", get(login_form).post(login))
+                .route("/admin/logout", post(logout))
                 .with_state(state),
         ),
     };
@@ -229,20 +236,31 @@ async fn check_host(State(gate): State<Gate>, request: Request, next: Next) -> R
 }
 
 /// The bearer token of the request: its `Authorization` header, or the login cookie.
-fn presented_token(headers: &HeaderMap) -> Option<&str> {
+/// The credential a request presents: a program's bearer token, or a browser's sign-in handle.
+enum Presented<'a> {
+    Bearer(&'a str),
+    SignIn(&'a str),
+}
+
+fn presented(headers: &HeaderMap) -> Option<Presented<'_>> {
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(auth::bearer_token);
-    bearer.or_else(|| {
-        headers
-            .get_all(header::COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .find_map(|pair| pair.trim().strip_prefix(COOKIE)?.strip_prefix('='))
-            .filter(|t| !t.is_empty())
-    })
+    bearer
+        .map(Presented::Bearer)
+        .or_else(|| sign_in_handle(headers).map(Presented::SignIn))
+}
+
+/// The sign-in handle the `/admin` cookie carries.
+fn sign_in_handle(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|pair| pair.trim().strip_prefix(COOKIE)?.strip_prefix('='))
+        .filter(|t| !t.is_empty())
 }
 
 /// Who a token proves, as a viewer, or the refusal.
@@ -305,7 +323,24 @@ async fn admit(State(gate): State<Gate>, mut request: Request, next: Next) -> Re
             login: None,
         },
         Access::Facilitators(auth) => {
-            match viewer_of(auth, presented_token(request.headers())).await {
+            let viewer = match presented(request.headers()) {
+                Some(Presented::Bearer(token)) => viewer_of(auth, Some(token)).await,
+                Some(Presented::SignIn(handle)) => match gate.logins.token(handle) {
+                    // Form tokens are bound to the sign-in, not to the bearer token behind it.
+                    Some(token) => viewer_of(auth, Some(&token)).await.map(|viewer| Viewer {
+                        login: Some(handle.to_owned()),
+                        ..viewer
+                    }),
+                    None => Err(Refusal::new(
+                        StatusCode::FORBIDDEN,
+                        "Sign in again",
+                        "This sign-in has ended (signed out, 8 hours without use, or issued by \
+                         another server or before a restart) (sign_in_ended).",
+                    )),
+                },
+                None => viewer_of(auth, None).await,
+            };
+            match viewer {
                 Ok(viewer) => viewer,
                 Err(refusal) => return refusal.into_response(),
             }
@@ -636,7 +671,8 @@ async fn login(
     } else {
         ""
     };
-    let cookie = format!("{COOKIE}={token}; Path=/admin; HttpOnly; SameSite=Strict{secure}");
+    let handle = state.logins.open(token);
+    let cookie = format!("{COOKIE}={handle}; Path=/admin; HttpOnly; SameSite=Strict{secure}");
     let mut response = Redirect::to("/admin").into_response();
     match HeaderValue::from_str(&cookie) {
         Ok(value) => {
@@ -651,4 +687,27 @@ async fn login(
             ),
         ),
     }
+}
+
+/// `POST /admin/logout`: ends the sign-in the cookie names and clears the cookie.
+async fn logout(State(state): State<AdminState>, headers: HeaderMap) -> Response {
+    if !same_origin(&headers) {
+        return Refusal::new(
+            StatusCode::FORBIDDEN,
+            "Sign out from this server's page",
+            "The sign-out form was posted from another site.",
+        )
+        .into_response();
+    }
+    if let Some(handle) = sign_in_handle(&headers) {
+        state.logins.close(handle);
+    }
+    let mut response = Redirect::to("/admin/login").into_response();
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static(
+            "rimthan_admin=; Path=/admin; HttpOnly; SameSite=Strict; Max-Age=0",
+        ),
+    );
+    response
 }

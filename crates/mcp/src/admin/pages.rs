@@ -33,7 +33,7 @@ th{background:#f0f0f0}td.n{text-align:right}code{font-size:.9em;word-break:break
 form.filters{display:flex;flex-wrap:wrap;gap:.75rem;align-items:end;margin:1rem 0}form label{display:block;font-weight:600}
 input,select,button{font:inherit;padding:.25rem .4rem;border:1px solid #595959;border-radius:3px}button{background:#0b4f8a;color:#fff}
 figure{margin:1rem 0}figcaption{font-weight:600}.chart-bar{fill:#0b4f8a}.chart-text{fill:#1a1a1a;font-size:13px}
-.notice{background:#fff4e5;border-left:4px solid #b35900;padding:.5rem}dl{display:grid;grid-template-columns:max-content auto;gap:.25rem 1rem}dt{font-weight:600}
+.inline{display:inline}.notice{background:#fff4e5;border-left:4px solid #b35900;padding:.5rem}dl{display:grid;grid-template-columns:max-content auto;gap:.25rem 1rem}dt{font-weight:600}
 ";
 
 fn who(access: &Access, viewer: Option<&Viewer>) -> Markup {
@@ -48,6 +48,9 @@ fn who(access: &Access, viewer: Option<&Viewer>) -> Markup {
                 @match &v.organization {
                     Some(o) => { "organization " strong { (o) } " only" },
                     None => "every organization",
+                }
+                form.inline method="post" action="/admin/logout" {
+                    " · " button type="submit" { "Sign out" }
                 }
             },
             (Access::Facilitators(_), None) => {},
