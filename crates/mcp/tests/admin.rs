@@ -38,7 +38,7 @@ fn token_file(dir: &std::path::Path) -> std::path::PathBuf {
 /// The status line, headers and body of a raw GET or POST.
 pub(crate) struct Answer {
     pub(crate) status: u16,
-    head: String,
+    pub(crate) head: String,
     pub(crate) body: String,
 }
 

@@ -240,6 +240,43 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
     assert_eq!(sent.status, 303, "{}", sent.body);
     let revise = read(&client, &waiting).await;
     assert_eq!(revise["status"], "revise", "{revise:#}");
+
+    // Post/Redirect/Get: the page the decision redirects to says what became of it; the same
+    // form posted again (a reload, a replay) is refused, and its page says why.
+    let location = |answer: &Answer| {
+        answer
+            .head
+            .lines()
+            .find_map(|l| l.strip_prefix("location: "))
+            .unwrap_or_else(|| panic!("no location in {}", answer.head))
+            .to_owned()
+    };
+    assert_eq!(location(&sent), format!("{page_path}?decided=send_back"));
+    let shown = get_signed_in(addr, &location(&sent), &ann).await;
+    assert!(
+        shown
+            .body
+            .contains("Recorded: you sent the step back with your note."),
+        "{}",
+        shown.body
+    );
+    let again = post_form(addr, &decide, &ann, &origin, &send_back(&csrf)).await;
+    assert_eq!(again.status, 303, "{}", again.body);
+    assert_eq!(
+        location(&again),
+        format!("{page_path}?refused=approval_not_pending")
+    );
+    let shown = get_signed_in(addr, &location(&again), &ann).await;
+    assert!(
+        shown
+            .body
+            .contains("Your decision was refused: the session no longer waits for this sign-off."),
+        "{}",
+        shown.body
+    );
+    let forged = get_signed_in(addr, &format!("{page_path}?refused=%3Cscript%3E"), &ann).await;
+    assert_eq!(forged.status, 200);
+    assert!(!forged.body.contains("decision-outcome"), "{}", forged.body);
     let finding = revise["findings"][0]["message"].as_str().unwrap();
     assert!(
         finding.contains("Batch the backfill.") && finding.contains("ann"),

@@ -208,19 +208,50 @@ pub(crate) async fn form(
         return Err(Refusal::bad_input("The form names no revision."));
     }
     let request = input.request(session.clone(), current)?;
+    // Post/Redirect/Get: the session page says what became of the decision, and reloading it
+    // posts nothing again.
+    let page = format!("/admin/sessions/{session}");
     match decide(&state, request, approver).await? {
         DecisionResult::Recorded { .. } => {
-            Ok(Redirect::to(&format!("/admin/sessions/{session}")).into_response())
+            Ok(Redirect::to(&format!("{page}?decided={}", input.action)).into_response())
         }
         DecisionResult::Refused { failure } if failure.code.as_str() == "session_not_found" => {
             Err(unknown_page())
         }
-        DecisionResult::Refused { failure } => Err(Refusal::new(
-            refused_status(failure.code.as_str()),
-            "This decision was refused",
-            format!("{} ({})", failure.message, failure.code),
-        )),
+        DecisionResult::Refused { failure } => {
+            Ok(Redirect::to(&format!("{page}?refused={}", failure.code)).into_response())
+        }
     }
+}
+
+/// What a session page shown after a decision says of it, from the query its redirect carries;
+/// nothing for values no decision produces (the query is anyone's to write).
+pub(crate) fn outcome(decided: Option<&str>, refused: Option<&str>) -> Option<String> {
+    if let Some(action) = decided {
+        let done = match action {
+            "approve" => "approved the step",
+            "send_back" => "sent the step back with your note",
+            "waive" => "waived the finding",
+            _ => return None,
+        };
+        return Some(format!("Recorded: you {done}."));
+    }
+    let why = match refused? {
+        "approval_not_allowed" => "this step is signed off by someone else (see who below)",
+        "approval_stale" => {
+            "the session changed since you opened the page; read it again and decide"
+        }
+        "approval_already_given" => "you already approved this step; it needs another person",
+        "approval_findings_unwaived" => {
+            "failed check findings must be waived, or the step sent back, before it is approved"
+        }
+        "approval_note_required" => "give a note (at most 4,096 bytes) saying why",
+        "approval_not_pending" => "the session no longer waits for this sign-off",
+        "waiver_not_allowed" => "this step allows no waiver of that check's findings",
+        "waiver_not_found" => "that finding no longer waits to be waived",
+        _ => return None,
+    };
+    Some(format!("Your decision was refused: {why}."))
 }
 
 /// `POST /admin/api/sessions/{id}/decisions`: the same decision as JSON, for programs.

@@ -487,10 +487,18 @@ async fn list(
     ))
 }
 
+/// The query a decision's redirect adds to the session page.
+#[derive(Debug, Default, Deserialize)]
+struct AfterDecision {
+    decided: Option<String>,
+    refused: Option<String>,
+}
+
 async fn session(
     State(state): State<AdminState>,
     Extension(viewer): Extension<Viewer>,
     Path(id): Path<String>,
+    after: Result<Query<AfterDecision>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, Refusal> {
     let unknown = || Refusal::not_found("There is no session with this id.");
     let id: SessionId = bounded("session id", &id)?.parse().map_err(|_| unknown())?;
@@ -513,7 +521,15 @@ async fn session(
         .unwrap_or_default();
     let chain = rimthan_engine::chain::verify_session_chain(&**store, &id).await?;
     let csrf = viewer.login.as_deref().map(|login| state.csrf.token(login));
-    let sign_off = signoff::panel(&session, csrf.as_deref());
+    // A query no decision wrote is no outcome to show, not an error.
+    let after = after.map(|Query(a)| a).unwrap_or_default();
+    let outcome = decisions::outcome(after.decided.as_deref(), after.refused.as_deref());
+    let sign_off = maud::html! {
+        @if let Some(outcome) = outcome {
+            p.notice id="decision-outcome" role="status" { (outcome) }
+        }
+        (signoff::panel(&session, csrf.as_deref()))
+    };
     Ok(page(
         StatusCode::OK,
         pages::session(
