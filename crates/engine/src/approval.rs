@@ -33,6 +33,26 @@ pub struct PendingApproval {
     pub waivers: Vec<Waiver>,
 }
 
+/// On what ground someone decided on a step: a role its approval names, or being a
+/// facilitator the approval admits. Decisions recorded before this was kept have none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// A role the step's approval names, held by their credentials (`{"role": "dba"}`).
+    Role(RoleName),
+    /// A facilitator of the session's organization, or of every organization.
+    Facilitator,
+}
+
+impl std::fmt::Display for Basis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Role(role) => f.write_str(role.as_str()),
+            Self::Facilitator => f.write_str("facilitator"),
+        }
+    }
+}
+
 /// One person's approval of a step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Signoff {
@@ -41,6 +61,9 @@ pub struct Signoff {
     /// Their organization, when their credentials name one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organization: Option<String>,
+    /// On what ground they approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<Basis>,
     /// RFC 3339 time.
     pub at: String,
     /// What they said, if anything.
@@ -64,6 +87,9 @@ pub struct Waiver {
     pub output_sha256: Sha256Digest,
     /// Who waived it.
     pub subject: String,
+    /// On what ground they waived it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<Basis>,
     /// Why.
     pub reason: String,
     /// RFC 3339 time.
@@ -182,7 +208,7 @@ pub(crate) fn may_decide(
     approval: &Approval,
     approver: &Approver,
     participant: Option<&Principal>,
-) -> Result<(), Failure> {
+) -> Result<Basis, Failure> {
     let own = participant.is_some_and(|p| p.subject == approver.principal.subject);
     if own && !approval.self_approval {
         return Err(Failure::new(
@@ -199,10 +225,13 @@ pub(crate) fn may_decide(
             FacilitatorOf::OwnOrganization => same_org || participant.is_none(),
             FacilitatorOf::Nobody => false,
         };
-    let holds_role = approver.roles.iter().any(|r| approval.roles.contains(r));
+    let held = approver.roles.iter().find(|r| approval.roles.contains(r));
     let org_ok = participant.and_then(|p| p.organization.as_ref()).is_none() || same_org;
-    if facilitator || (holds_role && org_ok) {
-        return Ok(());
+    // The role the step names is the primary ground; a facilitator decides where none is held.
+    match held {
+        Some(role) if org_ok => return Ok(Basis::Role(role.clone())),
+        _ if facilitator => return Ok(Basis::Facilitator),
+        _ => {}
     }
     let mut who = Vec::new();
     if approval.facilitators {

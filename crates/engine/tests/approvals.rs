@@ -236,6 +236,13 @@ async fn two_distinct_approvers_complete_the_step_and_the_participant_reads_it_w
     let step = &predicate["steps"][2];
     assert_eq!(step["id"], "write-note");
     assert_eq!(step["approvals"][1]["subject"], "rui", "{step:#}");
+    // The statement says on what ground each approved: the role the step names, or facilitator.
+    assert_eq!(step["approvals"][0]["basis"], "facilitator", "{step:#}");
+    assert_eq!(
+        step["approvals"][1]["basis"],
+        serde_json::json!({"role": "release-manager"}),
+        "{step:#}"
+    );
     let session = at
         .engine
         .store()

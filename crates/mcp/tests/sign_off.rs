@@ -342,6 +342,20 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
     let done = read(&client, &waiting).await;
     assert_eq!(done["status"], "completed", "{done:#}");
     assert!(done["provenance"].is_object());
+
+    // The completed page says who signed off, on what ground and with what note.
+    let page = get_signed_in(addr, &page_path, &ann).await;
+    let signed = page
+        .body
+        .split(r#"id="signed-off""#)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no signed-off section in {}", page.body));
+    assert!(
+        signed.contains("<strong>rui</strong> (release-manager) approved at")
+            && signed.contains("<strong>ann</strong> (facilitator) approved at")
+            && signed.contains(": Looks right."),
+        "{signed}"
+    );
 }
 
 /// A send-back answers the approvals still standing (none), a body that is not a decision is

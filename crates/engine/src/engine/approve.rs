@@ -168,7 +168,7 @@ fn judge(
                 "the active step asks for no sign-off",
             )
         })?;
-    may_decide(approval, approver, session.principal.as_ref())?;
+    let basis = may_decide(approval, approver, session.principal.as_ref())?;
     if req.revision != session.revision {
         return Err(Failure::new(
             Code::ApprovalStale,
@@ -213,6 +213,7 @@ fn judge(
             pending.approvals.push(crate::approval::Signoff {
                 subject: subject.clone(),
                 organization: approver.principal.organization.clone(),
+                basis: Some(basis),
                 at: now.clone(),
                 note: text,
             });
@@ -281,6 +282,7 @@ fn judge(
                 path: path.clone(),
                 output_sha256: output.sha256,
                 subject: subject.clone(),
+                basis: Some(basis),
                 reason: reason.clone(),
                 at: now.clone(),
             };

@@ -529,6 +529,7 @@ async fn session(
             p.notice id="decision-outcome" role="status" { (outcome) }
         }
         (signoff::panel(&session, csrf.as_deref()))
+        (signoff::given(&session))
     };
     Ok(page(
         StatusCode::OK,

@@ -5,7 +5,10 @@
 //! when they post; the page shows the forms to every signed-in facilitator.
 
 use maud::{Markup, html};
-use rimthan_engine::{Session, Status, Verdict};
+use rimthan_engine::{
+    Session, Status, Verdict,
+    approval::{Signoff, Waiver},
+};
 
 /// The panel, empty unless the session waits for sign-off. `csrf` is the signed-in viewer's
 /// form token; without one, the page explains that deciding needs a sign-in.
@@ -37,10 +40,13 @@ pub(super) fn panel(session: &Session, csrf: Option<&str>) -> Markup {
                 (pending.approvals.len()) "." }
             @if !pending.approvals.is_empty() {
                 ul id="approvals" {
-                    @for a in &pending.approvals {
-                        li { (a.subject) " at " (a.at)
-                            @if let Some(note) = &a.note { ": " (note) } }
-                    }
+                    @for a in &pending.approvals { li { (approval(a)) } }
+                }
+            }
+            @if !pending.waivers.is_empty() {
+                h3 { "Findings waived" }
+                ul id="waivers" {
+                    @for w in &pending.waivers { li { (waiver(w)) } }
                 }
             }
             h3 { "Outputs" }
@@ -109,5 +115,50 @@ pub(super) fn panel(session: &Session, csrf: Option<&str>) -> Markup {
                     code { "--auth" } " and sign in." }
             }
         }
+    }
+}
+
+/// Who signed each step off, on what ground and with what note, and the findings they waived:
+/// empty until a step has been signed off.
+pub(super) fn given(session: &Session) -> Markup {
+    if session.signoffs.is_empty() {
+        return html! {};
+    }
+    html! {
+        section id="signed-off" aria-labelledby="signed-off-title" {
+            h2 id="signed-off-title" { "Signed off" }
+            @for (step, signed) in &session.signoffs {
+                h3 { "Step " code { (step) } }
+                ul.approvals {
+                    @for a in &signed.approvals { li { (approval(a)) } }
+                }
+                @if !signed.waivers.is_empty() {
+                    p { "Findings waived:" }
+                    ul.waivers {
+                        @for w in &signed.waivers { li { (waiver(w)) } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// "bob (database-owner) approved at …: note".
+fn approval(a: &Signoff) -> Markup {
+    html! {
+        strong { (a.subject) }
+        @if let Some(basis) = &a.basis { " (" (basis) ")" }
+        " approved at " (a.at)
+        @if let Some(note) = &a.note { ": " (note) }
+    }
+}
+
+/// "ann (facilitator) waived check up-lint rule r in path at …: reason".
+fn waiver(w: &Waiver) -> Markup {
+    html! {
+        strong { (w.subject) }
+        @if let Some(basis) = &w.basis { " (" (basis) ")" }
+        " waived check " code { (w.check_id) } " rule " code { (w.rule) } " in " code { (w.path) }
+        " at " (w.at) ": " (w.reason)
     }
 }
