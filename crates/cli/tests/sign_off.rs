@@ -130,6 +130,24 @@ fn stage_stops_at_sign_off_and_approvers_decide_from_the_command_line() {
         "{}",
         text(&own.stderr)
     );
+    // Bound to a digest the output does not have: refused, naming the path.
+    let zeros = "0".repeat(64);
+    let changed = decide(
+        &server,
+        "rui",
+        &[
+            "approve",
+            &id,
+            "--expect-sha256",
+            &format!("note/note.md={zeros}"),
+        ],
+    );
+    assert_eq!(changed.status.code(), Some(1));
+    let said = text(&changed.stderr);
+    assert!(
+        said.contains("approval_content_changed") && said.contains("note/note.md"),
+        "{said}"
+    );
     for approver in ["rui", "ann"] {
         let out = decide(&server, approver, &["approve", &id, "--note", "Checked."]);
         assert!(out.status.success(), "{approver}: {}", text(&out.stderr));

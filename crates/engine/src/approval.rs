@@ -153,9 +153,15 @@ pub struct DecisionRequest {
     pub step: StepId,
     /// The session revision the approver looked at: a decision on anything older is refused.
     pub revision: u64,
+    /// The outputs' digests the approver read, by path: a decision is refused when an output
+    /// the waiting sign-off covers is not the one read. Empty binds nothing.
+    pub expected: BTreeMap<String, Sha256Digest>,
     /// The decision.
     pub decision: Decision,
 }
+
+/// The most output digests a decision may name.
+pub const MAX_EXPECTED_OUTPUTS: usize = 64;
 
 /// What a decision did.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]

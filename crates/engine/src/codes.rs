@@ -162,6 +162,8 @@ codes! {
     ApprovalNotPending = "approval_not_pending",
     /// The session changed since the revision the approver looked at.
     ApprovalStale = "approval_stale",
+    /// An output differs from the digest the approver read.
+    ApprovalContentChanged = "approval_content_changed",
     /// This approver already approved this step.
     ApprovalAlreadyGiven = "approval_already_given",
     /// A send-back or waiver without its note or reason, or one too long.

@@ -125,6 +125,7 @@ impl Session {
             session: self.id.clone(),
             step: "write-note".parse().unwrap(),
             revision: self.revision().await,
+            expected: Default::default(),
             decision,
         };
         self.engine.decide(req, by).await.unwrap()
@@ -328,6 +329,7 @@ async fn whoever_the_approval_does_not_name_is_refused_and_nothing_changes() {
         session: at.id.clone(),
         step: "write-note".parse().unwrap(),
         revision: before - 1,
+        expected: Default::default(),
         decision: approve(),
     };
     assert_eq!(
@@ -432,6 +434,7 @@ async fn two_approvers_racing_on_one_revision_make_one_transition() {
         session: at.id.clone(),
         step: "write-note".parse().unwrap(),
         revision,
+        expected: Default::default(),
         decision,
     };
     let (ann, rui) = (facilitator("ann", "acme"), release_manager("rui", "acme"));
@@ -455,4 +458,71 @@ async fn two_approvers_racing_on_one_revision_make_one_transition() {
         DecisionResult::Refused { failure } if failure.code.as_str() == "approval_stale"
     )));
     assert_eq!(at.revision().await, revision + 1);
+}
+
+/// A decision bound to the digests the approver read is refused, naming the path and both
+/// digests, when the output waiting for sign-off is another; the digests read let it through.
+#[tokio::test]
+async fn a_decision_bound_to_what_was_read_is_refused_when_the_output_changed() {
+    let mut at = Session::at_write_note().await;
+    at.write_note(NOTE_OK, SQL_OK).await;
+    let read = rimthan_registry::Sha256Digest::of(NOTE_OK.as_bytes());
+    let other = rimthan_registry::Sha256Digest::of(b"another note\n");
+    let ann = facilitator("ann", "acme");
+    let request =
+        |expected: BTreeMap<String, rimthan_registry::Sha256Digest>, revision| DecisionRequest {
+            session: at.id.clone(),
+            step: "write-note".parse().unwrap(),
+            revision,
+            expected,
+            decision: approve(),
+        };
+    let revision = at.revision().await;
+    let changed = at
+        .engine
+        .decide(
+            request(
+                BTreeMap::from([("note/note.md".to_owned(), other)]),
+                revision,
+            ),
+            &ann,
+        )
+        .await
+        .unwrap();
+    let DecisionResult::Refused { failure } = changed else {
+        panic!("{changed:?}")
+    };
+    assert_eq!(failure.code.as_str(), "approval_content_changed");
+    let detail = serde_json::to_value(&failure).unwrap()["detail"].clone();
+    assert_eq!(detail["path"], "note/note.md");
+    assert_eq!(detail["expected_sha256"], other.to_string());
+    assert_eq!(detail["sha256"], read.to_string());
+    assert_eq!(at.revision().await, revision, "a refusal changes nothing");
+    let unknown = at
+        .engine
+        .decide(
+            request(
+                BTreeMap::from([("note/other.md".to_owned(), read)]),
+                revision,
+            ),
+            &ann,
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused(unknown), "approval_content_changed");
+    let bound = at
+        .engine
+        .decide(
+            request(
+                BTreeMap::from([("note/note.md".to_owned(), read)]),
+                revision,
+            ),
+            &ann,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(bound, DecisionResult::Recorded { .. }),
+        "{bound:?}"
+    );
 }

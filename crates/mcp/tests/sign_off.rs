@@ -399,6 +399,43 @@ async fn send_back_counts_no_approvals_bad_bodies_are_named_and_forms_prove_thei
     let api = format!("/admin/api/sessions/{session}/decisions");
     let rui = "Authorization: Bearer rui\r\n";
 
+    // A decision bound to digests that are not the outputs' is refused, naming the path, over
+    // JSON and from a form alike; the page's forms carry the digests it shows.
+    let zeros = "0".repeat(64);
+    let bound = json!({"action": "approve", "step": "write-note",
+        "expect_sha256": [format!("note/note.md={zeros}")]});
+    let (status, answer) = post_json(addr, &api, rui, &bound).await;
+    assert_eq!(
+        (status, answer["failure"]["code"].as_str()),
+        (409, Some("approval_content_changed")),
+        "{answer:#}"
+    );
+    assert_eq!(answer["failure"]["detail"]["path"], "note/note.md");
+    let ann = sign_in(addr, "ann").await;
+    let page_path = format!("/admin/sessions/{session}");
+    let page = get_signed_in(addr, &page_path, &ann).await;
+    let shown = field(&page.body, "expect_sha256");
+    assert!(
+        shown.contains(&format!(
+            "note/note.md={}",
+            Sha256Digest::of(NOTE.as_bytes())
+        )),
+        "{shown}"
+    );
+    let form = format!(
+        "csrf={}&step=write-note&revision={}&action=approve&expect_sha256=note%2Fnote.md%3D{zeros}",
+        field(&page.body, "csrf"),
+        field(&page.body, "revision")
+    );
+    let origin = format!("http://{addr}");
+    let refused = post_form(addr, &format!("{page_path}/decide"), &ann, &origin, &form).await;
+    assert_eq!(refused.status, 303, "{}", refused.body);
+    assert!(
+        refused.head.contains("?refused=approval_content_changed"),
+        "{}",
+        refused.head
+    );
+
     // One approval of two stands; a send-back leaves none.
     let approve = json!({"action": "approve", "step": "write-note"});
     let (status, answer) = post_json(addr, &api, rui, &approve).await;
@@ -445,8 +482,6 @@ async fn send_back_counts_no_approvals_bad_bodies_are_named_and_forms_prove_thei
 
     // Forms: no Origin and nothing else is refused; a same-origin fetch or a Referer on this
     // host proves the page.
-    let page_path = format!("/admin/sessions/{session}");
-    let ann = sign_in(addr, "ann").await;
     let page = get_signed_in(addr, &page_path, &ann).await;
     let form = format!(
         "csrf={}&step=write-note&revision={}&action=send_back&note=Once+more.",

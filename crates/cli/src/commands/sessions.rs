@@ -97,6 +97,10 @@ struct ServerArgs {
     /// The session revision you looked at (`sessions show --json`); default: as it stands.
     #[arg(long)]
     revision: Option<u64>,
+    /// An output's digest you read, as PATH=SHA256 (repeatable; `sessions show --json` lists
+    /// them): the decision is refused with approval_content_changed if the output is another.
+    #[arg(long = "expect-sha256", value_name = "PATH=SHA256")]
+    expect_sha256: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -145,6 +149,9 @@ impl ServerArgs {
             ))
         })?;
         decision["step"] = json!(self.step);
+        if !self.expect_sha256.is_empty() {
+            decision["expect_sha256"] = json!(self.expect_sha256);
+        }
         if let Some(revision) = self.revision {
             decision["revision"] = json!(revision);
         }

@@ -176,6 +176,22 @@ fn judge(
         )
         .with("revision", session.revision));
     }
+    for (path, read) in &req.expected {
+        let now = pending.outputs.get(path).map(|o| o.sha256);
+        if now != Some(*read) {
+            let now = now.map_or_else(|| "none".to_owned(), |d| d.to_string());
+            return Err(Failure::new(
+                Code::ApprovalContentChanged,
+                format!(
+                    "{path} is not the output you read (sha256 {read}; it is {now} now): read it \
+                     again and decide"
+                ),
+            )
+            .with("path", path.as_str())
+            .with("expected_sha256", read.to_string())
+            .with("sha256", now));
+        }
+    }
     let now = now_rfc3339();
     let mut next = session.clone();
     let mut record = AuditDecision {

@@ -9,6 +9,8 @@
 //! browser send, so it needs no CSRF token; it is refused the cookie. Who may decide is the
 //! engine's to say, from the caller's verified identity; unauthenticated callers never may.
 
+use std::collections::BTreeMap;
+
 use axum::{
     Extension, Form, Json,
     extract::{Path, State, rejection::JsonRejection},
@@ -18,8 +20,11 @@ use axum::{
 use hmac::{Hmac, Mac};
 use rimthan_engine::{
     SessionId,
-    approval::{Approver, Decision, DecisionRequest, DecisionResult, unknown_session},
+    approval::{
+        Approver, Decision, DecisionRequest, DecisionResult, MAX_EXPECTED_OUTPUTS, unknown_session,
+    },
 };
+use rimthan_registry::Sha256Digest;
 use serde::Deserialize;
 use serde_json::json;
 use sha2::Sha256;
@@ -84,9 +89,54 @@ pub(crate) struct DecisionInput {
     rule: Option<String>,
     #[serde(default)]
     path: Option<String>,
+    /// The outputs' digests the approver read, as `PATH=SHA256` (one per line in a form; a
+    /// string or a list of them in JSON): the decision is refused if an output is another now.
+    #[serde(default)]
+    expect_sha256: Option<Expected>,
     /// The form's CSRF token (forms only).
     #[serde(default)]
     csrf: Option<String>,
+}
+
+/// `expect_sha256` as a form (one string) or a program (a list) sends it.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Expected {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Expected {
+    /// The digests by path, or what is wrong with them.
+    fn parse(&self) -> Result<BTreeMap<String, Sha256Digest>, Refusal> {
+        let entries: Vec<&str> = match self {
+            Self::One(text) => text.lines().collect(),
+            Self::Many(list) => list.iter().flat_map(|t| t.lines()).collect(),
+        };
+        let entries: Vec<&str> = entries
+            .into_iter()
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        if entries.len() > MAX_EXPECTED_OUTPUTS {
+            return Err(Refusal::bad_input(format!(
+                "Name at most {MAX_EXPECTED_OUTPUTS} outputs' digests."
+            )));
+        }
+        let mut expected = BTreeMap::new();
+        for entry in entries {
+            let entry = bounded("expect_sha256", entry)?;
+            let parsed = entry
+                .rsplit_once('=')
+                .and_then(|(path, digest)| Some((path.trim(), digest.trim().parse().ok()?)));
+            let Some((path, digest)) = parsed else {
+                return Err(Refusal::bad_input(
+                    "expect_sha256 is PATH=SHA256, the sha256 as 64 hex digits.",
+                ));
+            };
+            expected.insert(path.to_owned(), digest);
+        }
+        Ok(expected)
+    }
 }
 
 impl DecisionInput {
@@ -126,10 +176,15 @@ impl DecisionInput {
                 ));
             }
         };
+        let expected = match &self.expect_sha256 {
+            Some(expected) => expected.parse()?,
+            None => BTreeMap::new(),
+        };
         Ok(DecisionRequest {
             session,
             step,
             revision: self.revision.unwrap_or(current),
+            expected,
             decision,
         })
     }

@@ -26,11 +26,18 @@ pub(super) fn panel(session: &Session, csrf: Option<&str>) -> Markup {
         .get(&pending.step)
         .and_then(|rounds| rounds.last());
     let action = format!("/admin/sessions/{}/decide", session.id);
+    // Every form binds its decision to the outputs' digests this page shows.
+    let shown: String = pending
+        .outputs
+        .iter()
+        .map(|(path, artifact)| format!("{path}={}\n", artifact.sha256))
+        .collect();
     let hidden = |csrf: &str| {
         html! {
             input type="hidden" name="csrf" value=(csrf);
             input type="hidden" name="step" value=(step);
             input type="hidden" name="revision" value=(session.revision);
+            input type="hidden" name="expect_sha256" value=(shown);
         }
     };
     html! {
