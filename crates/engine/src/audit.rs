@@ -145,7 +145,7 @@ pub struct AuditEntry {
 }
 
 /// An approver's decision as the audit log records it (`docs/engine.md` §6.2).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditDecision {
     /// The step decided on.
     pub step: String,

@@ -145,14 +145,9 @@ async fn post_form(
     .await
 }
 
-async fn post_json(
-    addr: std::net::SocketAddr,
-    path: &str,
-    auth: &str,
-    body: &Value,
-) -> (u16, Value) {
-    let body = body.to_string();
-    let answer = send(
+/// A POST of `body` as JSON, whatever it holds.
+async fn post_body(addr: std::net::SocketAddr, path: &str, auth: &str, body: &str) -> Answer {
+    send(
         addr,
         format!(
             "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: application/json\r\n\
@@ -160,15 +155,34 @@ async fn post_json(
             body.len()
         ),
     )
-    .await;
+    .await
+}
+
+async fn post_json(
+    addr: std::net::SocketAddr,
+    path: &str,
+    auth: &str,
+    body: &Value,
+) -> (u16, Value) {
+    let answer = post_body(addr, path, auth, &body.to_string()).await;
     (
         answer.status,
         serde_json::from_str(&answer.body).unwrap_or(Value::Null),
     )
 }
 
-#[tokio::test]
-async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_are_refused() {
+/// A server with credentials and the view, and a session of `pat`'s waiting for sign-off of
+/// `write-note`.
+struct Waiting {
+    _dir: tempfile::TempDir,
+    engine: Arc<rimthan_engine::Engine>,
+    served: HttpServer,
+    client: Client,
+    start: Value,
+    waiting: Value,
+}
+
+async fn waiting_for_sign_off() -> Waiting {
     let dir = tempfile::tempdir().unwrap();
     let file = token_file(dir.path());
     let server = server_on(registry(), Profile::WorkflowEngine).await;
@@ -184,8 +198,6 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
         config.auth = Some(auth);
     })
     .await;
-    let addr = served.addr;
-    let origin = format!("http://{addr}");
     let transport = StreamableHttpClientTransportConfig::with_uri(served.url.clone())
         .auth_header("pat".to_owned());
     let client = ().serve(StreamableHttpClientTransport::from_config(transport)).await.unwrap();
@@ -200,6 +212,28 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
     }
     let waiting = pass(&client, &start, &payload).await;
     assert_eq!(waiting["status"], "awaiting_approval", "{waiting:#}");
+    Waiting {
+        _dir: dir,
+        engine,
+        served,
+        client,
+        start,
+        waiting,
+    }
+}
+
+#[tokio::test]
+async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_are_refused() {
+    let Waiting {
+        engine,
+        served,
+        client,
+        start,
+        waiting,
+        ..
+    } = waiting_for_sign_off().await;
+    let addr = served.addr;
+    let origin = format!("http://{addr}");
     assert_eq!(waiting["approval"]["approvals_needed"], 2);
     let session = waiting["session_id"].as_str().unwrap().to_owned();
     let page_path = format!("/admin/sessions/{session}");
@@ -364,37 +398,14 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
 /// `Sec-Fetch-Site: same-origin` or a `Referer` on this host.
 #[tokio::test]
 async fn send_back_counts_no_approvals_bad_bodies_are_named_and_forms_prove_their_origin() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = token_file(dir.path());
-    let served = http_server_with(
-        server_on(registry(), Profile::WorkflowEngine).await,
-        |config| {
-            let auth = Arc::new(Auth {
-                verifier: Verifier::tokens_from_file(&file).unwrap(),
-                resource: format!("http://{}/mcp", config.listen),
-                authorization_servers: vec![],
-                scope: "rimthan:workflow".into(),
-            });
-            config.admin = Some(Access::Facilitators(auth.clone()));
-            config.auth = Some(auth);
-        },
-    )
-    .await;
+    let Waiting {
+        served,
+        client,
+        start,
+        waiting,
+        ..
+    } = waiting_for_sign_off().await;
     let addr = served.addr;
-    let transport = StreamableHttpClientTransportConfig::with_uri(served.url.clone())
-        .auth_header("pat".to_owned());
-    let client = ().serve(StreamableHttpClientTransport::from_config(transport)).await.unwrap();
-    let start = json!({"workflow_id": "release-note", "host": {
-        "harness": "codex", "adapter": {"id": "codex", "version": "1.1.0"},
-        "capabilities": ["mcp.tools", "mcp.resources", "mcp.prompts", "native-subagents",
-            "scoped-inputs", "read-only-capabilities", "structured-reports", "project-local-assets"],
-        "validator_capabilities": ["workspace.read"]}});
-    let mut payload = structured(&call(&client, rimthan_mcp::START, start.clone()).await);
-    while payload["step"]["id"] != "write-note" {
-        payload = pass(&client, &start, &payload).await;
-    }
-    let waiting = pass(&client, &start, &payload).await;
-    assert_eq!(waiting["status"], "awaiting_approval", "{waiting:#}");
     let session = waiting["session_id"].as_str().unwrap().to_owned();
     let api = format!("/admin/api/sessions/{session}/decisions");
     let rui = "Authorization: Bearer rui\r\n";
@@ -460,15 +471,7 @@ async fn send_back_counts_no_approvals_bad_bodies_are_named_and_forms_prove_thei
         r#"{"action": "approve", "#,
         r#"{"action": 7, "step": "write-note"}"#,
     ] {
-        let answer = send(
-            addr,
-            format!(
-                "POST {api} HTTP/1.1\r\nHost: 127.0.0.1\r\n{rui}Content-Type: application/json\r\n\
-                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            ),
-        )
-        .await;
+        let answer = post_body(addr, &api, rui, body).await;
         assert!(
             (400..500).contains(&answer.status),
             "{body}: {}",

@@ -113,11 +113,7 @@ fn asked(req: &DecisionRequest) -> AuditDecision {
     };
     let mut record = AuditDecision {
         step: req.step.to_string(),
-        note: None,
-        check_id: None,
-        rule: None,
-        path: None,
-        output_sha256: None,
+        ..AuditDecision::default()
     };
     match &req.decision {
         Decision::Approve { note } => record.note = note.as_deref().and_then(kept),
@@ -196,11 +192,7 @@ fn judge(
     let mut next = session.clone();
     let mut record = AuditDecision {
         step: req.step.to_string(),
-        note: None,
-        check_id: None,
-        rule: None,
-        path: None,
-        output_sha256: None,
+        ..AuditDecision::default()
     };
     let subject = &approver.principal.subject;
     let mine =
