@@ -2,9 +2,9 @@
 //! approving a step, sending it back with a note, and waiving a failed check's finding.
 //!
 //! Two doors lead to the same `Engine::decide`. A browser posts a form from the session page,
-//! authenticated by the login cookie; since a browser attaches that cookie to any site's post,
-//! the form must also carry a CSRF token (an HMAC of the login token under a key this process
-//! drew at start) and come from this server's origin. A program (`rimthan sessions approve`)
+//! authenticated by the sign-in cookie; since a browser attaches that cookie to any site's post,
+//! the form must also carry a CSRF token (an HMAC of the sign-in's handle under a key this
+//! process drew at start) and come from this server's origin. A program (`rimthan sessions approve`)
 //! posts JSON with its own bearer token in `Authorization`, which no other site can make a
 //! browser send, so it needs no CSRF token; it is refused the cookie. Who may decide is the
 //! engine's to say, from the caller's verified identity; unauthenticated callers never may.
