@@ -446,6 +446,19 @@ async fn send_back_counts_no_approvals_bad_bodies_are_named_and_forms_prove_thei
         "{}",
         refused.head
     );
+    let shown = get_signed_in(
+        addr,
+        &format!("{page_path}?refused=approval_content_changed"),
+        &ann,
+    )
+    .await;
+    assert!(
+        shown
+            .body
+            .contains("Your decision was refused: an output is not the one this page showed"),
+        "{}",
+        shown.body
+    );
 
     // One approval of two stands; a send-back leaves none.
     let approve = json!({"action": "approve", "step": "write-note"});

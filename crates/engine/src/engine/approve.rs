@@ -105,11 +105,8 @@ impl Engine {
 /// person wrote.
 fn asked(req: &DecisionRequest) -> AuditDecision {
     let kept = |text: &str| {
-        let end = (0..=text.len().min(MAX_NOTE_BYTES))
-            .rev()
-            .find(|&i| text.is_char_boundary(i))
-            .unwrap_or(0);
-        Some(text[..end].to_owned()).filter(|t| !t.trim().is_empty())
+        let kept = &text[..text.floor_char_boundary(MAX_NOTE_BYTES)];
+        Some(kept.to_owned()).filter(|t| !t.trim().is_empty())
     };
     let mut record = AuditDecision {
         step: req.step.to_string(),

@@ -19,7 +19,7 @@ use axum::{
 };
 use hmac::{Hmac, Mac};
 use rimthan_engine::{
-    SessionId,
+    Code, SessionId,
     approval::{
         Approver, Decision, DecisionRequest, DecisionResult, MAX_EXPECTED_OUTPUTS, unknown_session,
     },
@@ -109,12 +109,13 @@ enum Expected {
 impl Expected {
     /// The digests by path, or what is wrong with them.
     fn parse(&self) -> Result<BTreeMap<String, Sha256Digest>, Refusal> {
-        let entries: Vec<&str> = match self {
-            Self::One(text) => text.lines().collect(),
-            Self::Many(list) => list.iter().flat_map(|t| t.lines()).collect(),
+        let texts = match self {
+            Self::One(text) => std::slice::from_ref(text),
+            Self::Many(list) => list.as_slice(),
         };
-        let entries: Vec<&str> = entries
-            .into_iter()
+        let entries: Vec<&str> = texts
+            .iter()
+            .flat_map(|t| t.lines())
             .filter(|l| !l.trim().is_empty())
             .collect();
         if entries.len() > MAX_EXPECTED_OUTPUTS {
@@ -270,7 +271,7 @@ pub(crate) async fn form(
         DecisionResult::Recorded { .. } => {
             Ok(Redirect::to(&format!("{page}?decided={}", input.action)).into_response())
         }
-        DecisionResult::Refused { failure } if failure.code.as_str() == "session_not_found" => {
+        DecisionResult::Refused { failure } if failure.code == Code::SessionNotFound => {
             Err(unknown_page())
         }
         DecisionResult::Refused { failure } => {
@@ -291,19 +292,23 @@ pub(crate) fn outcome(decided: Option<&str>, refused: Option<&str>) -> Option<St
         };
         return Some(format!("Recorded: you {done}."));
     }
-    let why = match refused? {
-        "approval_not_allowed" => "this step is signed off by someone else (see who below)",
-        "approval_stale" => {
+    // Only codes a decision is refused with; anything else in the query shows nothing.
+    let why = match Code::from_wire(refused?)? {
+        Code::ApprovalNotAllowed => "this step is signed off by someone else (see who below)",
+        Code::ApprovalStale => {
             "the session changed since you opened the page; read it again and decide"
         }
-        "approval_already_given" => "you already approved this step; it needs another person",
-        "approval_findings_unwaived" => {
+        Code::ApprovalContentChanged => {
+            "an output is not the one this page showed; read it again and decide"
+        }
+        Code::ApprovalAlreadyGiven => "you already approved this step; it needs another person",
+        Code::ApprovalFindingsUnwaived => {
             "failed check findings must be waived, or the step sent back, before it is approved"
         }
-        "approval_note_required" => "give a note (at most 4,096 bytes) saying why",
-        "approval_not_pending" => "the session no longer waits for this sign-off",
-        "waiver_not_allowed" => "this step allows no waiver of that check's findings",
-        "waiver_not_found" => "that finding no longer waits to be waived",
+        Code::ApprovalNoteRequired => "give a note (at most 4,096 bytes) saying why",
+        Code::ApprovalNotPending => "the session no longer waits for this sign-off",
+        Code::WaiverNotAllowed => "this step allows no waiver of that check's findings",
+        Code::WaiverNotFound => "that finding no longer waits to be waived",
         _ => return None,
     };
     Some(format!("Your decision was refused: {why}."))
@@ -358,11 +363,7 @@ pub(crate) async fn api(
         Err(rejection) => {
             let mut reason = rejection.body_text();
             if reason.len() > 512 {
-                let cut = (0..=512)
-                    .rev()
-                    .find(|&i| reason.is_char_boundary(i))
-                    .unwrap_or(0);
-                reason.truncate(cut);
+                reason.truncate(reason.floor_char_boundary(512));
                 reason.push('…');
             }
             return refusal(

@@ -235,13 +235,13 @@ async fn check_host(State(gate): State<Gate>, request: Request, next: Next) -> R
     next.run(request).await
 }
 
-/// The bearer token of the request: its `Authorization` header, or the login cookie.
 /// The credential a request presents: a program's bearer token, or a browser's sign-in handle.
 enum Presented<'a> {
     Bearer(&'a str),
     SignIn(&'a str),
 }
 
+/// The request's credential: its `Authorization` header, else the sign-in cookie.
 fn presented(headers: &HeaderMap) -> Option<Presented<'_>> {
     let bearer = headers
         .get(header::AUTHORIZATION)
@@ -720,11 +720,10 @@ async fn logout(State(state): State<AdminState>, headers: HeaderMap) -> Response
         state.logins.close(handle);
     }
     let mut response = Redirect::to("/admin/login").into_response();
+    let cleared = format!("{COOKIE}=; Path=/admin; HttpOnly; SameSite=Strict; Max-Age=0");
     response.headers_mut().insert(
         header::SET_COOKIE,
-        HeaderValue::from_static(
-            "rimthan_admin=; Path=/admin; HttpOnly; SameSite=Strict; Max-Age=0",
-        ),
+        HeaderValue::from_str(&cleared).expect("the cookie name is a header value"),
     );
     response
 }
