@@ -27,15 +27,15 @@ pub use stats::{
     WorkflowCount, WorkflowStats,
 };
 
-pub use crate::audit::AuditEntry;
+pub use crate::model::audit::AuditEntry;
 use rimthan_registry::PublicKeyFile;
 
 use crate::{
-    audit::{Operation, Outcome},
-    chain::{ChainHead, ChainLink, StoredLink},
-    codes::Code,
-    provenance::ProvenanceKey,
-    session::{Session, SessionId},
+    model::audit::{Operation, Outcome},
+    model::chain::{ChainHead, ChainLink, StoredLink},
+    model::codes::Code,
+    model::provenance::ProvenanceKey,
+    model::session::{Session, SessionId},
 };
 
 /// What went wrong in a store, independent of the backend.

@@ -7,11 +7,11 @@ use rimthan_registry::VerifiedRelease;
 
 use super::{Engine, Evidence};
 use crate::{
-    audit::Operation,
-    codes::{Code, Failure},
     error::EngineError,
-    payload::Rejected,
-    session::{LastChange, Principal, Session},
+    model::audit::Operation,
+    model::codes::{Code, Failure},
+    model::payload::Rejected,
+    model::session::{LastChange, Principal, Session},
 };
 
 /// A session loaded for a call, or the failures that stop the call (with the session, when

@@ -13,15 +13,16 @@ use std::sync::{Arc, Weak};
 
 use rimthan_registry::VerifiedRegistry;
 
-use super::{Engine, Evidence, SERVER_NAME};
+use super::{Engine, Evidence};
 use crate::{
-    audit::Operation,
     cache::{BoundedCache, CacheBounds, json_weight},
     error::EngineError,
-    payload::{ActivePayload, StepResult},
-    request::ActiveStepRequest,
-    session::{Principal, Session, SessionId},
-    view::Pinned,
+    model::audit::Operation,
+    model::payload::SERVER_NAME,
+    model::payload::{ActivePayload, StepResult},
+    model::request::ActiveStepRequest,
+    model::session::{Principal, Session, SessionId},
+    rules::view::Pinned,
 };
 
 /// The bounds of the active-step cache: a payload is a few KiB, so a fleet's thousands of live

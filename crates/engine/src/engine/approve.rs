@@ -6,15 +6,16 @@
 
 use super::{Engine, MAX_ATTEMPTS, submit::advance};
 use crate::{
-    approval::{
-        Approver, Decision, DecisionRequest, DecisionResult, MAX_NOTE_BYTES, Waiver, may_decide,
-        note, unknown_session,
-    },
-    audit::{AuditDecision, AuditEntry, Operation, Outcome},
-    codes::{Code, Failure},
     error::EngineError,
-    session::{Finding, Session, SignedOff, Status, now_rfc3339},
-    view::Pinned,
+    model::approval::{
+        Approver, Decision, DecisionRequest, DecisionResult, MAX_NOTE_BYTES, Waiver,
+        unknown_session,
+    },
+    model::audit::{AuditDecision, AuditEntry, Operation, Outcome},
+    model::codes::{Code, Failure},
+    model::session::{Finding, Session, SignedOff, Status, now_rfc3339},
+    rules::approval::{may_decide, note},
+    rules::view::Pinned,
 };
 
 impl Engine {
@@ -192,8 +193,9 @@ fn judge(
         ..AuditDecision::default()
     };
     let subject = &approver.principal.subject;
-    let mine =
-        |p: &crate::approval::PendingApproval| p.approvals.iter().any(|a| &a.subject == subject);
+    let mine = |p: &crate::model::approval::PendingApproval| {
+        p.approvals.iter().any(|a| &a.subject == subject)
+    };
     match &req.decision {
         Decision::Approve { note: text } => {
             if mine(pending) {
@@ -215,7 +217,7 @@ fn judge(
             let text = note(text.as_deref(), false, "note")?;
             record.note.clone_from(&text);
             let pending = next.approval.as_mut().expect("checked above");
-            pending.approvals.push(crate::approval::Signoff {
+            pending.approvals.push(crate::model::approval::Signoff {
                 subject: subject.clone(),
                 organization: approver.principal.organization.clone(),
                 basis: Some(basis),

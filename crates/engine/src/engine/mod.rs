@@ -24,22 +24,21 @@ use std::sync::Arc;
 use rimthan_registry::VerifiedRelease;
 
 use crate::{
-    audit::{AuditEntry, Operation},
-    checkpoint::CheckpointKey,
     error::EngineError,
-    offers::PolicyCache,
-    payload::{ProvenanceFile, Rejected},
-    provenance::{KeysDocument, ProvenanceKey, STATEMENT_PATH, sign_statement, statement_for},
+    evidence::statement::statement_for,
+    model::audit::{AuditEntry, Operation},
+    model::checkpoint::CheckpointKey,
+    model::payload::{ProvenanceFile, Rejected},
+    model::provenance::{KeysDocument, ProvenanceKey, STATEMENT_PATH, sign_statement},
+    model::session::{LastChange, Principal, Session},
     releases::Releases,
-    session::{LastChange, Principal, Session},
+    rules::offers::PolicyCache,
     store::Store,
 };
 
 pub use active_step::ACTIVE_STEP_CACHE_BOUNDS;
 pub(crate) use record::Evidence;
 
-/// The MCP server's name, written into session files.
-pub const SERVER_NAME: &str = "rimthan-workflow-engine";
 /// The store secret that keys checkpoints.
 const CHECKPOINT_SECRET: &str = "checkpoint-hmac-sha256";
 /// The store secret that seeds the provenance key, when none is given by file.
@@ -101,7 +100,10 @@ impl Engine {
         };
         let key = CheckpointKey::new(secret).ok_or_else(|| EngineError::InvalidArgument {
             field: "checkpoint secret".into(),
-            message: format!("use at least {} bytes", crate::checkpoint::MIN_SECRET_BYTES),
+            message: format!(
+                "use at least {} bytes",
+                crate::model::checkpoint::MIN_SECRET_BYTES
+            ),
         })?;
         let seed = store
             .secret(PROVENANCE_SECRET, ProvenanceKey::generate_seed())
@@ -154,7 +156,7 @@ impl Engine {
         &self,
         session: &Session,
     ) -> Result<Option<ProvenanceFile>, EngineError> {
-        if session.status != crate::session::Status::Completed {
+        if session.status != crate::model::session::Status::Completed {
             return Ok(None);
         }
         let Some(completion) = self.store.completion_link(&session.id).await? else {
@@ -176,9 +178,9 @@ impl Engine {
     /// Attaches the provenance statement to a completed session's answer.
     async fn with_provenance(
         &self,
-        mut payload: Box<crate::payload::ActivePayload>,
-    ) -> Result<Box<crate::payload::ActivePayload>, EngineError> {
-        if payload.status == crate::session::Status::Completed {
+        mut payload: Box<crate::model::payload::ActivePayload>,
+    ) -> Result<Box<crate::model::payload::ActivePayload>, EngineError> {
+        if payload.status == crate::model::session::Status::Completed {
             let id = payload
                 .session_id
                 .parse()

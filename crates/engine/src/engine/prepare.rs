@@ -5,15 +5,17 @@ use rimthan_registry::StepKind;
 
 use super::{ChangeCall, Decision, Engine, Evidence};
 use crate::{
-    attestation::{check_host, check_outputs},
-    audit::{Operation, Outcome},
-    checks::run_checks,
-    codes::{Code, Failure},
     error::EngineError,
-    payload::{InputPayload, PlanCheck, PlanValidator, PrepareResult, ReadyTag, ValidationPlan},
-    request::PrepareRequest,
-    session::{ChangeTool, PlanRecord, Principal, Session, SessionId, Status, now_rfc3339},
-    view::Pinned,
+    model::audit::{Operation, Outcome},
+    model::codes::{Code, Failure},
+    model::payload::{
+        InputPayload, PlanCheck, PlanValidator, PrepareResult, ReadyTag, ValidationPlan,
+    },
+    model::request::PrepareRequest,
+    model::session::{ChangeTool, PlanRecord, Principal, Session, SessionId, Status, now_rfc3339},
+    rules::attestation::{check_host, check_outputs},
+    rules::checks::run_checks,
+    rules::view::Pinned,
 };
 
 const TOOL: Operation = Operation::PrepareStepValidation;

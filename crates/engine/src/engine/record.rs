@@ -6,12 +6,12 @@ use serde::Serialize;
 
 use super::Engine;
 use crate::{
-    audit::{AuditEntry, Operation, Outcome, WorkflowRef},
-    codes::Failure,
     error::EngineError,
-    payload::Rejected,
-    request::{PrepareRequest, SubmitRequest},
-    session::{ChangeTool, LastChange, Principal, Session, now_rfc3339},
+    model::audit::{AuditEntry, Operation, Outcome, WorkflowRef},
+    model::codes::Failure,
+    model::payload::Rejected,
+    model::request::{PrepareRequest, SubmitRequest},
+    model::session::{ChangeTool, LastChange, Principal, Session, now_rfc3339},
 };
 
 impl Engine {

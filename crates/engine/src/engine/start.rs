@@ -4,18 +4,19 @@
 use std::sync::Arc;
 
 use super::{
-    Engine, Evidence, SERVER_NAME,
+    Engine, Evidence,
     access::{access_denied, may_act},
 };
 use crate::{
-    audit::{Operation, Outcome, WorkflowRef},
-    blockers::evaluate,
-    codes::{Code, Failure},
     error::EngineError,
-    payload::{Blocked, BlockedTag, StartResult},
-    request::StartRequest,
-    session::{ChangeTool, LastChange, Principal, Session, SessionId, Status, now_rfc3339},
-    view::Pinned,
+    model::audit::{Operation, Outcome, WorkflowRef},
+    model::codes::{Code, Failure},
+    model::payload::SERVER_NAME,
+    model::payload::{Blocked, BlockedTag, StartResult},
+    model::request::StartRequest,
+    model::session::{ChangeTool, LastChange, Principal, Session, SessionId, Status, now_rfc3339},
+    rules::blockers::evaluate,
+    rules::view::Pinned,
 };
 
 const TOOL: Operation = Operation::StartWorkflow;

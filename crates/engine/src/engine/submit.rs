@@ -3,21 +3,22 @@
 
 use std::collections::BTreeMap;
 
-use super::{ChangeCall, Decision, Engine, Evidence, SERVER_NAME};
+use super::{ChangeCall, Decision, Engine, Evidence};
 use crate::{
-    approval::PendingApproval,
-    audit::{Judgement, Operation, Outcome},
-    checks::CheckRecord,
-    codes::{Code, Failure},
     error::EngineError,
-    payload::StepResult,
-    reports::check_reports,
-    request::{Report, SubmitRequest, Verdict},
-    session::{
+    model::approval::PendingApproval,
+    model::audit::{Judgement, Operation, Outcome},
+    model::checks::CheckRecord,
+    model::codes::{Code, Failure},
+    model::payload::SERVER_NAME,
+    model::payload::StepResult,
+    model::request::{Report, SubmitRequest, Verdict},
+    model::session::{
         AcceptedArtifact, ChangeTool, Finding, Principal, Session, Status, now_rfc3339,
         seconds_between,
     },
-    view::Pinned,
+    rules::reports::check_reports,
+    rules::view::Pinned,
 };
 
 const TOOL: Operation = Operation::SubmitStepReports;

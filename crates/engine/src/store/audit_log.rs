@@ -4,8 +4,8 @@ use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Type};
 
 use super::{StoreError, StoreErrorKind, decode_codes, decode_operation, decode_outcome};
 use crate::{
-    audit::{AuditCheck, AuditEntry, Judgement, WorkflowRef},
-    session::SessionId,
+    model::audit::{AuditCheck, AuditEntry, Judgement, WorkflowRef},
+    model::session::SessionId,
 };
 
 const OF_SESSION: &str = "SELECT * FROM audit_log WHERE session_id = $1 ORDER BY id";

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::{
     cache::{CacheBounds, CacheStats, Weighed},
-    session::{Session, SessionId},
+    model::session::{Session, SessionId},
 };
 
 /// What one process keeps of the live sessions, least recently used first out, weighed by their

@@ -8,8 +8,8 @@ use sqlx::{
 
 use super::{StoreError, StoreErrorKind, audit_log::AuditRow};
 use crate::{
-    audit::AuditEntry,
-    chain::{ChainHead, ChainLink, RetentionAnchor, StoredLink},
+    model::audit::AuditEntry,
+    model::chain::{ChainHead, ChainLink, RetentionAnchor, StoredLink},
 };
 
 /// Every chain, of the head rows and of the entries, with its head row if any (1 value: one

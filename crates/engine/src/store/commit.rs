@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{AuditEntry, StoreError, StoreErrorKind, cache::SessionCache, encode_session};
-use crate::session::{Session, SessionId};
+use crate::model::session::{Session, SessionId};
 
 /// Writes one transaction holds at most.
 pub(crate) const MAX_BATCH: usize = 256;

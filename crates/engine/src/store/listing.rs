@@ -7,7 +7,7 @@ use rimthan_registry::VerifiedRegistry;
 use serde::Serialize;
 use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Type};
 
-use crate::session::{SessionId, Status};
+use crate::model::session::{SessionId, Status};
 
 /// How far back a listing looks, written `30m`, `12h` or `7d` (1 to 100,000 of the unit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

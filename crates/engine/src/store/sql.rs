@@ -23,9 +23,9 @@ use super::{
     writes::{self, Statements},
 };
 use crate::{
-    chain::{ChainHead, ChainLink, StoredLink},
-    provenance::ProvenanceKey,
-    session::{Session, SessionId},
+    model::chain::{ChainHead, ChainLink, StoredLink},
+    model::provenance::ProvenanceKey,
+    model::session::{Session, SessionId},
 };
 use rimthan_registry::PublicKeyFile;
 
@@ -380,7 +380,7 @@ where
         if self.writer.is_none() {
             return Ok(());
         }
-        chains::add_key(&self.pool, key, &crate::session::now_rfc3339()).await
+        chains::add_key(&self.pool, key, &crate::model::session::now_rfc3339()).await
     }
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionSummary>, StoreError> {

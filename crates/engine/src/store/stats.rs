@@ -8,7 +8,7 @@ use serde::Serialize;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, FromRow, IntoArguments, Pool, Type};
 
 use super::{AuditEntry, StoreError, StoreErrorKind, audit_log::AuditRow};
-use crate::session::Status;
+use crate::model::session::Status;
 
 /// Refused starts a workflow's statistics list at most (the most recent).
 pub const REFUSED_STARTS_LISTED: i64 = 20;

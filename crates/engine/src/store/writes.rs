@@ -18,9 +18,9 @@ use super::{
     sql::Backend,
 };
 use crate::{
-    chain::{GENESIS, RetentionAnchor, chain_of, entry_digest},
-    provenance::ProvenanceKey,
-    session::SessionId,
+    model::chain::{GENESIS, RetentionAnchor, chain_of, entry_digest},
+    model::provenance::ProvenanceKey,
+    model::session::SessionId,
 };
 
 /// A value a write binds: text or an integer, either maybe null.

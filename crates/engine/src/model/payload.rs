@@ -9,10 +9,13 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::{
-    audit::Outcome,
-    codes::{Code, Failure},
-    session::{Finding, HostBinding, Status},
+    model::audit::Outcome,
+    model::codes::{Code, Failure},
+    model::session::{Finding, HostBinding, Status},
 };
+
+/// The MCP server's name, written into session files and provenance statements.
+pub const SERVER_NAME: &str = "rimthan-workflow-engine";
 
 /// Where the session file lives in the project.
 pub const SESSION_FILE_PATH: &str = ".rimthan/workflow-session.json";
@@ -142,7 +145,7 @@ pub struct PlanCheck {
     pub uri: String,
     /// The result: verdict, what it read and what it found.
     #[serde(flatten)]
-    pub record: crate::checks::CheckRecord,
+    pub record: crate::model::checks::CheckRecord,
 }
 
 /// The bound host adapter.
@@ -295,7 +298,7 @@ pub struct ApprovalPayload {
     /// Distinct approvals the step needs.
     pub approvals_needed: u8,
     /// Approvals given so far.
-    pub approvals: Vec<crate::approval::Signoff>,
+    pub approvals: Vec<crate::model::approval::Signoff>,
     /// Whether facilitators of the session's organization may approve.
     pub facilitators: bool,
     /// Roles whose holders may approve.
@@ -305,7 +308,7 @@ pub struct ApprovalPayload {
     /// Failed check findings an approver must waive (or send the step back for).
     pub waivable: Vec<Finding>,
     /// Findings waived so far.
-    pub waivers: Vec<crate::approval::Waiver>,
+    pub waivers: Vec<crate::model::approval::Waiver>,
     /// What approvers see: the outputs' paths and digests, the reports and check results of the
     /// step's last round, in the facilitator's view or `rimthan sessions show`.
     pub outputs: Vec<ApprovalOutput>,
@@ -328,7 +331,7 @@ pub struct ProvenanceFile {
     /// Always `.rimthan/workflow-session.intoto.json`.
     pub path: String,
     /// The DSSE envelope of the in-toto statement; write it as JSON, unchanged.
-    pub content: crate::provenance::Envelope,
+    pub content: crate::model::provenance::Envelope,
 }
 
 /// A validator in a validation plan.

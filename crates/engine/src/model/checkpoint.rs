@@ -9,7 +9,7 @@ use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::session::{Principal, SessionId};
+use crate::model::session::{Principal, SessionId};
 
 const PREFIX: &str = "rc1";
 const DOMAIN: &str = "rimthan-checkpoint/1";

@@ -3,15 +3,18 @@
 //! checked them, by what, against which release, wrapped in a DSSE envelope signed with the
 //! server's ed25519 provenance key. Anyone holding the published public keys verifies it
 //! offline; a DSSE library written by others accepts it too (`e2e/python`).
+//!
+//! Here are the shapes, the keys, signing and verification; making a session's statement from
+//! the session and its release is `evidence/statement.rs`.
 
 use std::collections::BTreeMap;
 
 use base64::{Engine as _, engine::general_purpose::STANDARD};
-use rimthan_registry::{Sha256Digest, to_canonical_bytes};
+use rimthan_registry::to_canonical_bytes;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{audit::AuditCheck, chain::ChainLink, request::Verdict, session::Session};
+use crate::{model::audit::AuditCheck, model::request::Verdict};
 
 mod keys;
 mod verify;
@@ -165,10 +168,10 @@ pub struct StepEvidence {
     pub checks: Vec<AuditCheck>,
     /// Who signed it off, when its approval asked for it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub approvals: Vec<crate::approval::Signoff>,
+    pub approvals: Vec<crate::model::approval::Signoff>,
     /// The failed check findings an approver waived, each with its reason.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub waivers: Vec<crate::approval::Waiver>,
+    pub waivers: Vec<crate::model::approval::Waiver>,
 }
 
 /// One validator's report on a step.
@@ -184,144 +187,6 @@ pub struct ValidatorEvidence {
     pub verdict: Verdict,
     /// sha256 of the canonical report.
     pub report_sha256: String,
-}
-
-/// The facts of a completed session a statement is made from, beyond the session itself.
-#[derive(Debug, Clone)]
-pub struct StatementFacts {
-    /// The pinned release's manifest digest.
-    pub manifest_sha256: String,
-    /// The adapter's validator isolation.
-    pub isolation: String,
-    /// The step ids, in workflow order.
-    pub steps: Vec<String>,
-    /// The completing entry of the session's chain.
-    pub completion: ChainLink,
-}
-
-/// The statement of a completed session.
-pub fn session_statement(session: &Session, facts: &StatementFacts) -> Statement {
-    let subject = session
-        .ledger
-        .iter()
-        .map(|(path, artifact)| Subject {
-            name: path.clone(),
-            digest: BTreeMap::from([("sha256".to_owned(), artifact.sha256.to_string())]),
-        })
-        .collect();
-    let steps = facts
-        .steps
-        .iter()
-        .map(|id| {
-            let step = session.reports.keys().find(|s| s.as_str() == id);
-            let validators = step
-                .and_then(|s| session.reports.get(s))
-                .map(|reports| {
-                    reports
-                        .iter()
-                        .map(|r| ValidatorEvidence {
-                            id: r.validator_id.clone(),
-                            version: r.validator_version.clone(),
-                            isolation: facts.isolation.clone(),
-                            verdict: r.verdict,
-                            report_sha256: Sha256Digest::of(
-                                &to_canonical_bytes(r).expect("reports serialize"),
-                            )
-                            .to_string(),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            let checks = session
-                .report_rounds
-                .iter()
-                .find(|(s, _)| s.as_str() == id)
-                .and_then(|(_, rounds)| rounds.last())
-                .map(|round| round.checks.iter().map(AuditCheck::from).collect())
-                .unwrap_or_default();
-            let signed = session
-                .signoffs
-                .iter()
-                .find(|(s, _)| s.as_str() == id)
-                .map(|(_, signed)| signed.clone());
-            StepEvidence {
-                id: id.clone(),
-                validators,
-                checks,
-                approvals: signed
-                    .as_ref()
-                    .map(|s| s.approvals.clone())
-                    .unwrap_or_default(),
-                waivers: signed.map(|s| s.waivers).unwrap_or_default(),
-            }
-        })
-        .collect();
-    let predicate = SessionPredicate {
-        session: session.id.to_string(),
-        workflow: Named {
-            id: session.workflow.to_string(),
-            version: session.workflow_version.to_string(),
-        },
-        release: ReleaseRef {
-            id: session.release.to_string(),
-            manifest_sha256: facts.manifest_sha256.clone(),
-        },
-        harness: session.host.harness.as_str().to_owned(),
-        adapter: Named {
-            id: session.host.adapter.id.to_string(),
-            version: session.host.adapter.version.to_string(),
-        },
-        host_attestation_sha256: session.host_attestation_sha256.map(|d| d.to_string()),
-        steps,
-        principal: session.principal.as_ref().map(|p| p.subject.clone()),
-        organization: session
-            .principal
-            .as_ref()
-            .and_then(|p| p.organization.clone()),
-        started_at: session.created_at.clone(),
-        completed_at: session.updated_at.clone(),
-        audit_chain: ChainRef {
-            chain: session.id.to_string(),
-            index: facts.completion.index,
-            sha256: facts.completion.sha256.clone(),
-        },
-        server: crate::SERVER_NAME.to_owned(),
-    };
-    Statement {
-        statement_type: STATEMENT_TYPE.into(),
-        subject,
-        predicate_type: PREDICATE_TYPE.into(),
-        predicate: serde_json::to_value(predicate).expect("predicates serialize"),
-    }
-}
-
-/// The statement of a completed session from its pinned release: the facts the release holds
-/// (manifest digest, the adapter's isolation, the steps) and the chain entry of its completion.
-/// None when the release no longer holds the session's workflow or adapter.
-pub fn statement_for(
-    release: &rimthan_registry::VerifiedRelease,
-    session: &Session,
-    completion: ChainLink,
-) -> Option<Statement> {
-    let workflow = release.workflow(&session.workflow, &session.workflow_version)?;
-    let binding = &session.host.adapter;
-    let adapter = release.asset(
-        rimthan_registry::AssetKind::HostAdapter,
-        &binding.id,
-        &binding.version,
-    )?;
-    let contract = adapter.base().adapter_contract.as_ref()?;
-    let facts = StatementFacts {
-        manifest_sha256: release.manifest_sha256().to_string(),
-        isolation: contract.validator_isolation.as_str().to_owned(),
-        steps: workflow
-            .steps()
-            .iter()
-            .map(|s| s.doc().id.to_string())
-            .collect(),
-        completion,
-    };
-    Some(session_statement(session, &facts))
 }
 
 /// Signs a statement into a DSSE envelope; the payload is the statement's canonical JSON, so

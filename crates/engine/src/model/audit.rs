@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::{
-    checks::{CheckRecord, CheckVerdict},
-    codes::Code,
-    session::{SessionId, Status},
+    model::checks::{CheckRecord, CheckVerdict},
+    model::codes::Code,
+    model::session::{SessionId, Status},
 };
 
 macro_rules! wire_enum {

@@ -5,12 +5,12 @@ use std::collections::BTreeSet;
 use rimthan_registry::{Validator, ValidatorCapability};
 
 use crate::{
-    attestation::schema_failure,
-    bounds::json_len,
-    codes::{Code, Failure},
-    request::Report,
-    session::{PlanRecord, Session},
-    view::Pinned,
+    model::bounds::json_len,
+    model::codes::{Code, Failure},
+    model::request::Report,
+    model::session::{PlanRecord, Session},
+    rules::attestation::schema_failure,
+    rules::view::Pinned,
 };
 
 /// The most fields a report may carry beyond the base report.

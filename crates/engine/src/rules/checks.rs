@@ -12,70 +12,14 @@ use std::collections::BTreeMap;
 
 use rimthan_checks::{Input, Severity};
 use rimthan_registry::{Sha256Digest, Step};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use crate::{
-    codes::{Code, Failure},
-    request::OutputAttestation,
-    session::{AcceptedArtifact, Session},
-    view::Pinned,
+    model::checks::{CheckFinding, CheckRecord, CheckVerdict, MAX_KEPT_CHECK_FINDINGS},
+    model::codes::{Code, Failure},
+    model::request::OutputAttestation,
+    model::session::{AcceptedArtifact, Session},
+    rules::view::Pinned,
 };
-
-/// The most findings of one check kept with the session and shown; `finding_count` gives the
-/// total (the runtime bounds it at its `max_findings`).
-pub const MAX_KEPT_CHECK_FINDINGS: usize = 50;
-
-/// Whether a check passed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum CheckVerdict {
-    /// No `error` finding.
-    Pass,
-    /// At least one `error` finding: the step goes back to `revise`.
-    Fail,
-}
-
-/// One finding of a deterministic check, as stored and shown.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct CheckFinding {
-    /// The rule's id.
-    pub rule: String,
-    /// `error` (fails the step) or `warning`.
-    pub severity: String,
-    /// What is wrong.
-    pub message: String,
-    /// The file concerned.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    /// Its 1-based line.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line: Option<u32>,
-}
-
-/// One check's result on one preparation: what it read (by digest) and what it found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct CheckRecord {
-    /// The check's id.
-    pub id: String,
-    /// sha256 of the check's signed document.
-    pub sha256: String,
-    /// The verdict.
-    pub verdict: CheckVerdict,
-    /// What it read: path → sha256.
-    pub inputs: BTreeMap<String, String>,
-    /// Its findings, sorted, at most [`MAX_KEPT_CHECK_FINDINGS`].
-    pub findings: Vec<CheckFinding>,
-    /// How many findings it reported in all.
-    pub finding_count: usize,
-}
-
-impl CheckRecord {
-    /// Whether the check failed the step.
-    pub fn failed(&self) -> bool {
-        self.verdict == CheckVerdict::Fail
-    }
-}
 
 /// Verifies the texts the step's checks read and runs every check on them, in the step's
 /// order. `Err` holds the failures that refuse the preparation: a text missing or not the
@@ -223,9 +167,9 @@ fn texts<'a>(
                 Code::UnexpectedOutput,
                 format!(
                     "{} is not an accepted input of step {}; send only the texts of its inputs",
-                    crate::bounds::display_capped(
+                    crate::model::bounds::display_capped(
                         &input.artifact_id,
-                        crate::bounds::MAX_ECHO_CHARS
+                        crate::model::bounds::MAX_ECHO_CHARS
                     ),
                     step.doc().id
                 ),

@@ -13,10 +13,10 @@ use rimthan_registry::{
 };
 
 use crate::{
-    bounds::{MAX_CAUSE_CHARS, MAX_FORBIDDEN_PATHS, MAX_GLOB_BYTES, display_capped, echo},
     error::EngineError,
-    request::RepositoryPolicy,
-    session::HostBinding,
+    model::bounds::{MAX_CAUSE_CHARS, MAX_FORBIDDEN_PATHS, MAX_GLOB_BYTES, display_capped, echo},
+    model::request::RepositoryPolicy,
+    model::session::HostBinding,
 };
 
 /// A repository policy with its globs compiled.

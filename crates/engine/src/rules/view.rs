@@ -8,15 +8,15 @@ use rimthan_registry::{
 };
 
 use crate::{
-    checkpoint::CheckpointKey,
     error::EngineError,
-    offers::{Offer, Policy, PolicyCache, offers},
-    payload::{
+    model::checkpoint::CheckpointKey,
+    model::payload::{
         ActivePayload, CheckPayload, HostAdapterPayload, HostAssetPayload, InputPayload,
         OutputPayload, SESSION_FILE_PATH, SchemaPayload, SessionFile, SessionFileContent,
         SessionFileHost, StepPayload, ValidatorPayload, WorkflowPayload, WorkflowRef,
     },
-    session::{PlanRecord, Session, Status},
+    model::session::{PlanRecord, Session, Status},
+    rules::offers::{Offer, Policy, PolicyCache, offers},
 };
 
 /// Everything in its pinned release a stored session refers to, resolved once per call so
@@ -286,7 +286,7 @@ impl<'r> Pinned<'r> {
         };
         let approval = session.approval.as_ref().and_then(|pending| {
             let declared = step?.doc().approval.as_ref()?;
-            Some(crate::payload::ApprovalPayload {
+            Some(crate::model::payload::ApprovalPayload {
                 step: pending.step.to_string(),
                 approvals_needed: declared.approvers,
                 approvals: pending.approvals.clone(),
@@ -298,7 +298,7 @@ impl<'r> Pinned<'r> {
                 outputs: pending
                     .outputs
                     .iter()
-                    .map(|(path, a)| crate::payload::ApprovalOutput {
+                    .map(|(path, a)| crate::model::payload::ApprovalOutput {
                         path: path.clone(),
                         sha256: a.sha256.to_string(),
                         bytes: a.bytes,

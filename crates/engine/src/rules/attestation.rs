@@ -13,11 +13,11 @@ use jsonschema::ValidationError;
 use rimthan_registry::{DeliveryMode, MEDIA_JSON, Sha256Digest, Step, WritePolicy};
 
 use crate::{
-    bounds::{MAX_SCHEMA_ERROR_CHARS, MAX_SCHEMA_ERRORS, display_capped, json_len},
-    codes::{Code, Failure},
-    request::{HostAttestation, OutputAttestation},
-    session::{AcceptedArtifact, Session},
-    view::Pinned,
+    model::bounds::{MAX_SCHEMA_ERROR_CHARS, MAX_SCHEMA_ERRORS, display_capped, json_len},
+    model::codes::{Code, Failure},
+    model::request::{HostAttestation, OutputAttestation},
+    model::session::{AcceptedArtifact, Session},
+    rules::view::Pinned,
 };
 
 /// Checks a setup step's host attestation.

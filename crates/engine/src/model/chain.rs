@@ -6,6 +6,9 @@
 //! refused starts of one UTC day): appends to different sessions never wait for each other, so
 //! PostgreSQL replicas are not serialized on one row. Retention prunes a chain's oldest entries
 //! and leaves a signed [`RetentionAnchor`] in their place, so the rest still verifies.
+//!
+//! Everything here is pure: the digests and [`verify_chain`] over rows already read. Walking a
+//! store's chains is `evidence/audit.rs`.
 
 use std::collections::BTreeMap;
 
@@ -13,10 +16,9 @@ use rimthan_registry::{Sha256Digest, to_canonical_bytes};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    audit::AuditEntry,
-    provenance::{ProvenanceKey, PublicKeys},
-    session::SessionId,
-    store::{Store, StoreError},
+    model::audit::AuditEntry,
+    model::provenance::{ProvenanceKey, PublicKeys},
+    model::session::SessionId,
 };
 
 /// The `prev` of a chain's first entry.
@@ -381,49 +383,4 @@ fn intact(chain: &str, row: &StoredLink) -> bool {
         }
         _ => false,
     }
-}
-
-/// Walks every chain of the store, and names every unchained row written since chaining began
-/// (an insertion); read-only.
-pub async fn verify_audit(store: &dyn Store) -> Result<AuditVerification, StoreError> {
-    let mut report = AuditVerification::default();
-    for row in store.unchained_audit().await? {
-        report.breaks.push(ChainBreak {
-            chain: String::new(),
-            session: row.session.clone(),
-            entry: Some(row.id),
-            index: None,
-            kind: BreakKind::Inserted,
-            detail: "the entry belongs to no chain, though it was written after chaining began"
-                .into(),
-        });
-    }
-    walk(store, None, &mut report).await?;
-    Ok(report)
-}
-
-/// Walks one session's chain.
-pub async fn verify_session_chain(
-    store: &dyn Store,
-    session: &SessionId,
-) -> Result<AuditVerification, StoreError> {
-    let mut report = AuditVerification::default();
-    walk(store, Some(session.as_str()), &mut report).await?;
-    Ok(report)
-}
-
-/// Walks every chain (or the one named) into `report`.
-async fn walk(
-    store: &dyn Store,
-    chain: Option<&str>,
-    report: &mut AuditVerification,
-) -> Result<(), StoreError> {
-    let keys = PublicKeys::from_files(&store.provenance_keys().await?);
-    for head in store.audit_chains(chain).await? {
-        let rows = store.chain_entries(&head.chain).await?;
-        report.chains += 1;
-        report.entries += rows.len() as u64;
-        report.breaks.extend(verify_chain(&head, &rows, &keys));
-    }
-    Ok(())
 }

@@ -163,7 +163,7 @@ pub struct PlanRecord {
     pub outputs: BTreeMap<String, AcceptedArtifact>,
     /// The step's deterministic checks as they ran on these outputs, in the step's order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checks: Vec<crate::checks::CheckRecord>,
+    pub checks: Vec<crate::model::checks::CheckRecord>,
 }
 
 /// One reported finding, kept for a `revise` result.
@@ -236,7 +236,7 @@ pub struct Session {
     /// Who started it, when auth is on.
     pub principal: Option<Principal>,
     /// The repository policy declared at start.
-    pub policy: crate::request::RepositoryPolicy,
+    pub policy: crate::model::request::RepositoryPolicy,
     /// Where it stands.
     pub status: Status,
     /// Index of the active step (equal to the step count when completed).
@@ -257,7 +257,7 @@ pub struct Session {
     /// replaced by the round that passed. Fields a validator's `report_schema` adds beyond the
     /// base report are kept here with their report.
     #[serde(default)]
-    pub reports: BTreeMap<StepId, Vec<crate::request::Report>>,
+    pub reports: BTreeMap<StepId, Vec<crate::model::request::Report>>,
     /// The reports of every judged round of each step, oldest first, the last
     /// [`REPORT_ROUNDS_KEPT`] per step: the failing rounds that sent a step back stay
     /// readable after it passes. Absent in sessions stored before it was recorded.
@@ -279,7 +279,7 @@ pub struct Session {
     pub step_entered_at: Option<String>,
     /// The step waiting for sign-off (status `awaiting_approval`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<crate::approval::PendingApproval>,
+    pub approval: Option<crate::model::approval::PendingApproval>,
     /// Who signed off each step that needed it, and what they waived.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub signoffs: BTreeMap<StepId, SignedOff>,
@@ -293,10 +293,10 @@ pub struct Session {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignedOff {
     /// The approvals, in order.
-    pub approvals: Vec<crate::approval::Signoff>,
+    pub approvals: Vec<crate::model::approval::Signoff>,
     /// The findings waived.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub waivers: Vec<crate::approval::Waiver>,
+    pub waivers: Vec<crate::model::approval::Waiver>,
 }
 
 /// One judged submission of a step's reports.
@@ -307,10 +307,10 @@ pub struct ReportRound {
     /// RFC 3339 time it was judged.
     pub at: String,
     /// The reports as submitted, with the fields their report schemas add.
-    pub reports: Vec<crate::request::Report>,
+    pub reports: Vec<crate::model::request::Report>,
     /// The step's deterministic checks on the outputs this round judged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checks: Vec<crate::checks::CheckRecord>,
+    pub checks: Vec<crate::model::checks::CheckRecord>,
 }
 
 /// How many report rounds a session keeps per step: enough for every round of a step revised
@@ -327,8 +327,8 @@ impl Session {
         &mut self,
         step: &StepId,
         at: &str,
-        reports: &[crate::request::Report],
-        checks: &[crate::checks::CheckRecord],
+        reports: &[crate::model::request::Report],
+        checks: &[crate::model::checks::CheckRecord],
     ) {
         // A step without validators or checks (setup) has nothing to show.
         if reports.is_empty() && checks.is_empty() {

@@ -9,10 +9,10 @@ use rimthan_registry::{
 };
 
 use crate::{
-    codes::{Code, Failure},
-    offers::{Policy, Withheld, offers},
-    request::HostDeclaration,
-    session::{AdapterBinding, HostBinding},
+    model::codes::{Code, Failure},
+    model::request::HostDeclaration,
+    model::session::{AdapterBinding, HostBinding},
+    rules::offers::{Policy, Withheld, offers},
 };
 
 /// Evaluates a host declaration against a workflow; `Ok` is the binding to store.
