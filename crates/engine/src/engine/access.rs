@@ -1,5 +1,7 @@
-//! Opening the session a checkpoint names: the checkpoint's signature, the session's owner, and
-//! the checkpoint's sequence against the stored one.
+//! Opening a session, through one of two doors: a participant's harness by the checkpoint it
+//! holds (the checkpoint's signature, the session's owner, and the checkpoint's sequence against
+//! the stored one), or an approver by the session's id (the organization is the boundary). What
+//! either door lets through is an [`Opened`], which only this module makes.
 
 use std::sync::Arc;
 
@@ -8,15 +10,53 @@ use rimthan_registry::VerifiedRelease;
 use super::{Engine, Evidence};
 use crate::{
     error::EngineError,
+    model::approval::{Approver, unknown_session},
     model::audit::Operation,
     model::codes::{Code, Failure},
     model::payload::Rejected,
-    model::session::{LastChange, Principal, Session},
+    model::session::{LastChange, Principal, Session, SessionId},
 };
 
 /// A session loaded for a call, or the failures that stop the call (with the session, when
 /// one was found, so the rejection is audited against it).
-type Opened = Result<(Arc<Session>, Arc<VerifiedRelease>), (Option<Arc<Session>>, Vec<Failure>)>;
+type Loaded = Result<(Arc<Session>, Arc<VerifiedRelease>), (Option<Arc<Session>>, Vec<Failure>)>;
+
+/// A session a door let a caller into, with the release it is pinned to.
+pub(super) struct Opened {
+    session: Arc<Session>,
+    release: Arc<VerifiedRelease>,
+}
+
+impl Opened {
+    /// The session as read.
+    pub(super) fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+
+    /// The release it is pinned to.
+    pub(super) fn release(&self) -> &Arc<VerifiedRelease> {
+        &self.release
+    }
+}
+
+/// The ways into a session.
+pub(super) enum Door<'a> {
+    /// A participant's harness, by the checkpoint it holds; a refusal is audited. A checkpoint
+    /// one behind is current for `retry`, the request that made the session's latest change.
+    Checkpoint {
+        tool: Operation,
+        token: &'a str,
+        principal: Option<&'a Principal>,
+        evidence: Evidence,
+        retry: Option<&'a LastChange>,
+    },
+    /// An approver or facilitator, by the session's id. Another organization's session answers
+    /// as no session at all, and its chain records nothing of the attempt.
+    Approver {
+        session: &'a SessionId,
+        approver: &'a Approver,
+    },
+}
 
 impl Engine {
     /// Loads the session `token` names. A checkpoint one behind is current for `retry`, the
@@ -26,7 +66,7 @@ impl Engine {
         token: &str,
         principal: Option<&Principal>,
         retry: Option<&LastChange>,
-    ) -> Result<Opened, EngineError> {
+    ) -> Result<Loaded, EngineError> {
         let Some(checkpoint) = self.key.verify(token) else {
             return Ok(Err((
                 None,
@@ -74,21 +114,34 @@ impl Engine {
         Ok(Ok((session, release)))
     }
 
-    /// Loads the session a checkpoint names, or audits and returns the rejection.
+    /// Opens a session through `door`, or returns the refusal (audited at the checkpoint door).
     pub(super) async fn open(
         &self,
-        tool: Operation,
-        token: &str,
-        principal: Option<&Principal>,
-        evidence: Evidence,
-        retry: Option<&LastChange>,
-    ) -> Result<Result<(Arc<Session>, Arc<VerifiedRelease>), Rejected>, EngineError> {
-        Ok(match self.load(token, principal, retry).await? {
-            Ok(opened) => Ok(opened),
-            Err((session, failures)) => Err(self
-                .reject(tool, session.as_deref(), failures, principal, evidence)
-                .await?),
-        })
+        door: &Door<'_>,
+    ) -> Result<Result<Opened, Rejected>, EngineError> {
+        match *door {
+            Door::Checkpoint {
+                tool,
+                token,
+                principal,
+                evidence,
+                retry,
+            } => Ok(match self.load(token, principal, retry).await? {
+                Ok((session, release)) => Ok(Opened { session, release }),
+                Err((session, failures)) => Err(self
+                    .reject(tool, session.as_deref(), failures, principal, evidence)
+                    .await?),
+            }),
+            Door::Approver { session, approver } => {
+                let known = self.store.load_session(session).await?;
+                let Some(session) = known.filter(|s| approver.may_know(s.principal.as_ref()))
+                else {
+                    return Ok(Err(Rejected::new(vec![unknown_session(session.as_str())])));
+                };
+                let release = self.pinned_release(&session)?;
+                Ok(Ok(Opened { session, release }))
+            }
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::{Arc, Weak};
 
 use rimthan_registry::VerifiedRegistry;
 
-use super::{Engine, Evidence};
+use super::{Engine, Evidence, access::Door};
 use crate::{
     cache::{BoundedCache, CacheBounds, json_weight},
     error::EngineError,
@@ -54,19 +54,18 @@ impl Engine {
         req: ActiveStepRequest,
         principal: Option<&Principal>,
     ) -> Result<StepResult, EngineError> {
-        let (session, release) = match self
-            .open(
-                Operation::GetActiveStep,
-                &req.checkpoint,
-                principal,
-                Evidence::None,
-                None,
-            )
-            .await?
-        {
+        let door = Door::Checkpoint {
+            tool: Operation::GetActiveStep,
+            token: &req.checkpoint,
+            principal,
+            evidence: Evidence::None,
+            retry: None,
+        };
+        let opened = match self.open(&door).await? {
             Ok(opened) => opened,
             Err(rejected) => return Ok(StepResult::Rejected(rejected)),
         };
+        let (session, release) = (opened.session(), opened.release());
         // A read that succeeds changes nothing and proves nothing new: it is counted in the
         // metrics, not logged row by row (docs/engine.md §7). A refused read was audited above.
         let registry = self.releases.snapshot();
@@ -78,7 +77,7 @@ impl Engine {
         if let Some(kept) = self.steps.get_if(&key, current) {
             return Ok(StepResult::Active(Box::new(kept.payload.clone())));
         }
-        let payload = self.active_payload_of(&session, &release).await?;
+        let payload = self.active_payload_of(session, release).await?;
         let kept = KeptStep {
             payload: payload.clone(),
             created_at: session.created_at.clone(),

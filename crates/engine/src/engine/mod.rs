@@ -1,11 +1,8 @@
-//! The engine: the four workflow operations over a store and a verified registry, one module
-//! per operation ([`start`], [`active_step`], [`prepare`], [`submit`]) over shared access
-//! checks ([`access`]) and audit records ([`record`]).
-//!
-//! Every state change is a compare-and-swap on the session's revision ([`Engine::change`]),
-//! retried from a fresh read when another call won; a retry re-runs every check, so a lost race
-//! surfaces as the code the winner's change implies (`stale_checkpoint`,
-//! `validation_superseded`).
+//! The engine: the four workflow operations and an approver's decision over a store and a
+//! verified registry, one module per operation ([`start`], [`active_step`], [`prepare`],
+//! [`submit`], [`approve`]). Each reads the same way: parse the request, open the session
+//! ([`access`]), decide with a rule (`rules/transition.rs`), and store the change in the one
+//! compare-and-swap loop ([`transact`]), with its audit entry ([`record`]).
 //!
 //! The request behind each change is remembered in the session ([`LastChange`]), so a harness
 //! that repeats it after losing the answer gets that answer again, not a second change or a
@@ -18,6 +15,7 @@ mod prepare;
 mod record;
 mod start;
 mod submit;
+mod transact;
 
 use std::sync::Arc;
 
@@ -26,11 +24,10 @@ use rimthan_registry::VerifiedRelease;
 use crate::{
     error::EngineError,
     evidence::statement::statement_for,
-    model::audit::{AuditEntry, Operation},
     model::checkpoint::CheckpointKey,
-    model::payload::{ProvenanceFile, Rejected},
+    model::payload::ProvenanceFile,
     model::provenance::{KeysDocument, ProvenanceKey, STATEMENT_PATH, sign_statement},
-    model::session::{LastChange, Principal, Session},
+    model::session::Session,
     releases::Releases,
     rules::offers::PolicyCache,
     store::Store,
@@ -43,8 +40,6 @@ pub(crate) use record::Evidence;
 const CHECKPOINT_SECRET: &str = "checkpoint-hmac-sha256";
 /// The store secret that seeds the provenance key, when none is given by file.
 const PROVENANCE_SECRET: &str = "provenance-ed25519-seed";
-/// Compare-and-swap attempts before a call gives up.
-const MAX_ATTEMPTS: u32 = 32;
 
 /// The workflow engine.
 #[derive(Debug)]
@@ -55,31 +50,6 @@ pub struct Engine {
     policies: PolicyCache,
     provenance: ProvenanceKey,
     steps: active_step::StepCache,
-}
-
-/// What one attempt at a change decided, from the session as it was read.
-enum Decision<T> {
-    /// Answer without changing the session, after appending the audit entry (a replayed
-    /// retry, or a refusal).
-    Answer(T, AuditEntry),
-    /// Store `next` one revision on, if the session is still at the revision read, with its
-    /// audit entry in the same transaction, then answer; when another call changed it first,
-    /// decide again. The operation leaves `next.revision` alone: [`Engine::change`] moves it.
-    Change {
-        next: Box<Session>,
-        audit: AuditEntry,
-        answer: T,
-    },
-}
-
-/// The arguments every change shares: what it is, the checkpoint it names, who calls, what
-/// evidence it carries and which request it is (to recognise its own retry).
-struct ChangeCall<'a> {
-    tool: Operation,
-    checkpoint: &'a str,
-    principal: Option<&'a Principal>,
-    evidence: Evidence,
-    change: &'a LastChange,
 }
 
 impl Engine {
@@ -211,56 +181,5 @@ impl Engine {
             .release(&session.release)
             .cloned()
             .ok_or_else(|| EngineError::PinnedReleaseMissing(session.release.to_string()))
-    }
-
-    /// The one compare-and-swap loop: opens the session the checkpoint names (refusals become
-    /// `refused`'s answer), lets `decide` judge it, and stores the change it decides on. A lost
-    /// race decides again from a fresh read, at most [`MAX_ATTEMPTS`] times.
-    async fn change<T>(
-        &self,
-        call: ChangeCall<'_>,
-        refused: impl Fn(Rejected) -> T,
-        mut decide: impl FnMut(&Session, &Arc<VerifiedRelease>) -> Result<Decision<T>, EngineError>,
-    ) -> Result<T, EngineError> {
-        for _ in 0..MAX_ATTEMPTS {
-            let (session, release) = match self
-                .open(
-                    call.tool,
-                    call.checkpoint,
-                    call.principal,
-                    call.evidence,
-                    Some(call.change),
-                )
-                .await?
-            {
-                Ok(opened) => opened,
-                Err(rejected) => return Ok(refused(rejected)),
-            };
-            match decide(&session, &release)? {
-                Decision::Answer(answer, audit) => {
-                    self.store.append_audit(&audit).await?;
-                    return Ok(answer);
-                }
-                Decision::Change {
-                    mut next,
-                    audit,
-                    answer,
-                } => {
-                    // The one place a revision moves: every stored change is one revision on
-                    // from the session it was decided from, whatever the operation.
-                    next.revision = session.revision + 1;
-                    if self
-                        .store
-                        .update_session(session.revision, &next, &audit)
-                        .await?
-                    {
-                        return Ok(answer);
-                    }
-                }
-            }
-        }
-        Err(EngineError::Contended {
-            attempts: MAX_ATTEMPTS,
-        })
     }
 }

@@ -3,7 +3,7 @@
 
 use rimthan_registry::StepKind;
 
-use super::{ChangeCall, Decision, Engine, Evidence};
+use super::{Engine, Evidence, access::Door, transact::Decision};
 use crate::{
     error::EngineError,
     model::audit::{Operation, Outcome},
@@ -15,6 +15,7 @@ use crate::{
     model::session::{ChangeTool, PlanRecord, Principal, Session, SessionId, Status, now_rfc3339},
     rules::attestation::{check_host, check_outputs},
     rules::checks::run_checks,
+    rules::transition,
     rules::view::Pinned,
 };
 
@@ -41,15 +42,16 @@ impl Engine {
     ) -> Result<PrepareResult, EngineError> {
         let evidence = Evidence::of_attestation(&req);
         let change = Evidence::change(ChangeTool::Prepare, &req);
-        let call = ChangeCall {
+        let door = Door::Checkpoint {
             tool: TOOL,
-            checkpoint: &req.checkpoint,
+            token: &req.checkpoint,
             principal,
             evidence,
-            change: &change,
+            retry: Some(&change),
         };
-        self.change(call, PrepareResult::Rejected, |session, release| {
-            let pinned = Pinned::resolve(release, session, &self.policies)?;
+        self.transact(door, PrepareResult::Rejected, |opened| {
+            let session = opened.session();
+            let pinned = Pinned::resolve(opened.release(), session, &self.policies)?;
             if session.last_change.as_ref() == Some(&change)
                 && let Some(plan) = &session.plan
             {
@@ -59,20 +61,12 @@ impl Engine {
             }
             match self.check_preparation(&pinned, session, &req) {
                 Ok(plan) => {
-                    let mut next = session.clone();
-                    if let Some(old) = next.plan.take() {
-                        next.retire(old.id);
-                    }
-                    next.attested
-                        .extend(plan.outputs.iter().map(|(p, a)| (p.clone(), a.sha256)));
-                    next.plan = Some(plan.clone());
-                    if let (Some(_), Evidence::Attestation(digest)) =
-                        (&req.host_attestation, evidence)
-                    {
-                        next.host_attestation_sha256 = Some(digest);
-                    }
-                    next.last_change = Some(change.clone());
-                    next.updated_at = now_rfc3339();
+                    let host = match (&req.host_attestation, evidence) {
+                        (Some(_), Evidence::Attestation(digest)) => Some(digest),
+                        _ => None,
+                    };
+                    let next =
+                        transition::prepared(session, &plan, host, change.clone(), &now_rfc3339());
                     let mut audit = self.audit(TOOL, Some(&next), Outcome::Ready, principal);
                     evidence.apply(&mut audit);
                     audit.checks = plan.checks.iter().map(Into::into).collect();
@@ -100,7 +94,7 @@ impl Engine {
         req: &PrepareRequest,
     ) -> Result<PlanRecord, Vec<Failure>> {
         if session.status == Status::AwaitingApproval {
-            return Err(vec![awaiting_approval(session)]);
+            return Err(vec![transition::awaiting_approval(session)]);
         }
         let step = pinned
             .active_step(session)
@@ -227,15 +221,4 @@ impl Engine {
             instructions,
         })
     }
-}
-
-/// The refusal of a tool call that would move a session waiting for sign-off.
-pub(super) fn awaiting_approval(session: &Session) -> Failure {
-    let step = session.approval.as_ref().map(|p| p.step.as_str());
-    Failure::new(
-        Code::AwaitingApproval,
-        "this step waits for sign-off; no tool call can advance it. Tell the participant who may \
-         approve it, and call rimthan.get_active_step later to see the decision",
-    )
-    .with("step", step)
 }

@@ -14,8 +14,9 @@ use crate::{
     model::payload::SERVER_NAME,
     model::payload::{Blocked, BlockedTag, StartResult},
     model::request::StartRequest,
-    model::session::{ChangeTool, LastChange, Principal, Session, SessionId, Status, now_rfc3339},
+    model::session::{ChangeTool, LastChange, Principal, Session, SessionId, now_rfc3339},
     rules::blockers::evaluate,
+    rules::transition,
     rules::view::Pinned,
 };
 
@@ -121,35 +122,16 @@ impl Engine {
                 }));
             }
         };
-        let now = now_rfc3339();
-        let session = Session {
+        let start = transition::Start {
             id: keyed.clone().unwrap_or_else(SessionId::generate),
-            revision: 0,
-            seq: 0,
-            release: release.id().clone(),
-            workflow: workflow.doc().id.clone(),
-            workflow_version: workflow.doc().version.clone(),
+            release: &release,
+            workflow,
             host: binding,
-            principal: principal.cloned(),
+            principal,
             policy: req.repository_policy.clone(),
-            status: Status::Active,
-            step_index: 0,
-            plan: None,
-            retired_plans: Vec::new(),
-            ledger: Default::default(),
-            attested: Default::default(),
-            findings: Vec::new(),
-            reports: Default::default(),
-            report_rounds: Default::default(),
-            host_attestation_sha256: None,
-            last_change: Some(change.clone()),
-            revise_rounds: 0,
-            step_entered_at: Some(now.clone()),
-            approval: None,
-            signoffs: Default::default(),
-            created_at: now.clone(),
-            updated_at: now,
+            change: change.clone(),
         };
+        let session = transition::started(start, &now_rfc3339());
         let pinned = Pinned::resolve(&release, &session, &self.policies)?;
         let payload = pinned.active_payload(&session, &self.key, SERVER_NAME);
         let audit = self.audit(TOOL, Some(&session), Outcome::Active, principal);
