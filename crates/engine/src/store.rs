@@ -133,13 +133,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     }
 
     /// Replaces a session if its stored revision is still `expected_revision`, appending the
-    /// audit entry in the same transaction. Returns whether it swapped.
+    /// audit entry in the same transaction. Returns the entry's link in the session's chain when
+    /// it swapped, `None` when another change came first.
     async fn update_session(
         &self,
         expected_revision: u64,
         session: &Session,
         audit: &AuditEntry,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<Option<ChainLink>, StoreError>;
 
     /// Appends an audit entry for an outcome that changed no state. Backends may trade the
     /// per-commit flush to stable storage for speed here; never for session changes.

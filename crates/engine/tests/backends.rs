@@ -49,6 +49,10 @@ pub(crate) async fn full_session_with_one_revise_round(store: Arc<dyn Store>) {
     let session: rimthan_engine::SessionId = done.session_id.parse().unwrap();
     // Each step keeps its last accepted report set: the passing round replaced the revise round.
     let stored = store.load_session(&session).await.unwrap().unwrap();
+    // The completing answer's statement is signed over the chain link the write returned;
+    // the completion's entry read back from the store gives the same statement.
+    assert!(done.provenance.is_some());
+    assert_eq!(done.provenance, engine.provenance(&stored).await.unwrap());
     assert_eq!(stored.reports.len(), 4);
     let last = &stored.reports[&"synthesize-findings".parse().unwrap()];
     assert!(!last.is_empty());

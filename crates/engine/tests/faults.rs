@@ -70,7 +70,7 @@ impl Store for FailingStore {
         expected: u64,
         session: &Session,
         audit: &AuditEntry,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<ChainLink>, StoreError> {
         self.check("update_session")?;
         self.inner.update_session(expected, session, audit).await
     }

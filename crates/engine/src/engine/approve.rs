@@ -101,6 +101,7 @@ impl Engine {
             })
         })
         .await
+        .map(|done| done.answer)
     }
 }
 

@@ -24,10 +24,11 @@ use rimthan_registry::VerifiedRelease;
 use crate::{
     error::EngineError,
     evidence::statement::statement_for,
+    model::chain::ChainLink,
     model::checkpoint::CheckpointKey,
     model::payload::ProvenanceFile,
     model::provenance::{KeysDocument, ProvenanceKey, STATEMENT_PATH, sign_statement},
-    model::session::Session,
+    model::session::{Session, Status},
     releases::Releases,
     rules::offers::PolicyCache,
     store::Store,
@@ -126,11 +127,25 @@ impl Engine {
         &self,
         session: &Session,
     ) -> Result<Option<ProvenanceFile>, EngineError> {
-        if session.status != crate::model::session::Status::Completed {
+        self.provenance_at(session, None).await
+    }
+
+    /// The provenance statement of `session` if it is completed, signed over its completing
+    /// chain entry: `completion` when the caller just stored it, else as read from the store.
+    async fn provenance_at(
+        &self,
+        session: &Session,
+        completion: Option<ChainLink>,
+    ) -> Result<Option<ProvenanceFile>, EngineError> {
+        if session.status != Status::Completed {
             return Ok(None);
         }
-        let Some(completion) = self.store.completion_link(&session.id).await? else {
-            return Ok(None);
+        let completion = match completion {
+            Some(link) => link,
+            None => match self.store.completion_link(&session.id).await? {
+                Some(link) => link,
+                None => return Ok(None),
+            },
         };
         let release = self.pinned_release(session)?;
         let statement = statement_for(&release, session, completion).ok_or_else(|| {
@@ -143,26 +158,6 @@ impl Engine {
             path: STATEMENT_PATH.into(),
             content: sign_statement(&statement, &self.provenance),
         }))
-    }
-
-    /// Attaches the provenance statement to a completed session's answer.
-    async fn with_provenance(
-        &self,
-        mut payload: Box<crate::model::payload::ActivePayload>,
-    ) -> Result<Box<crate::model::payload::ActivePayload>, EngineError> {
-        if payload.status == crate::model::session::Status::Completed {
-            let id = payload
-                .session_id
-                .parse()
-                .map_err(|_| EngineError::SessionInconsistent {
-                    session: payload.session_id.clone(),
-                    what: "an id that does not parse".into(),
-                })?;
-            if let Some(session) = self.store.load_session(&id).await? {
-                payload.provenance = self.provenance(&session).await?;
-            }
-        }
-        Ok(payload)
     }
 
     /// The registry in use.

@@ -85,6 +85,7 @@ impl Engine {
             }
         })
         .await
+        .map(|done| done.answer)
     }
 
     fn check_preparation(

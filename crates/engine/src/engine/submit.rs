@@ -38,7 +38,7 @@ impl Engine {
                 self.rejection(TOOL, Some(session), failures, principal, evidence);
             Ok(Decision::Answer(StepResult::Rejected(rejected), audit))
         };
-        let result = self.transact(door, StepResult::Rejected, |opened| {
+        let done = self.transact(door, StepResult::Rejected, |opened| {
             let session = opened.session();
             let pinned = Pinned::resolve(opened.release(), session, &self.policies)?;
             if session.last_change.as_ref() == Some(&change) {
@@ -97,9 +97,12 @@ impl Engine {
         .await?;
         // The completing answer carries the statement, signed over the audit entry the
         // completion committed (so it is built only once that is stored).
-        Ok(match result {
-            StepResult::Active(payload) => StepResult::Active(self.with_provenance(payload).await?),
-            other => other,
+        Ok(match (done.answer, done.session) {
+            (StepResult::Active(mut payload), Some(session)) => {
+                payload.provenance = self.provenance_at(&session, done.link).await?;
+                StepResult::Active(payload)
+            }
+            (answer, _) => answer,
         })
     }
 }

@@ -9,9 +9,11 @@ use super::{
     Engine,
     access::{Door, Opened},
 };
+use std::sync::Arc;
+
 use crate::{
     error::EngineError,
-    model::{audit::AuditEntry, payload::Rejected, session::Session},
+    model::{audit::AuditEntry, chain::ChainLink, payload::Rejected, session::Session},
 };
 
 /// Attempts before a call gives up on a session others keep changing.
@@ -32,6 +34,14 @@ pub(super) enum Decision<T> {
     },
 }
 
+/// What a call through the loop came to: its answer and the session it answered about, as read
+/// or as stored, with its audit entry's link when this call stored a change.
+pub(super) struct Done<T> {
+    pub(super) answer: T,
+    pub(super) session: Option<Arc<Session>>,
+    pub(super) link: Option<ChainLink>,
+}
+
 /// The revision a change decided on `read` is stored at: the one place a revision moves.
 pub(super) fn stored_revision(read: &Session) -> u64 {
     read.revision + 1
@@ -46,16 +56,26 @@ impl Engine {
         door: Door<'_>,
         refused: impl Fn(Rejected) -> T,
         mut decide: impl FnMut(&Opened) -> Result<Decision<T>, EngineError>,
-    ) -> Result<T, EngineError> {
+    ) -> Result<Done<T>, EngineError> {
         for _ in 0..MAX_ATTEMPTS {
             let opened = match self.open(&door).await? {
                 Ok(opened) => opened,
-                Err(rejected) => return Ok(refused(rejected)),
+                Err(rejected) => {
+                    return Ok(Done {
+                        answer: refused(rejected),
+                        session: None,
+                        link: None,
+                    });
+                }
             };
             match decide(&opened)? {
                 Decision::Answer(answer, audit) => {
                     self.store.append_audit(&audit).await?;
-                    return Ok(answer);
+                    return Ok(Done {
+                        answer,
+                        session: Some(opened.session().clone()),
+                        link: None,
+                    });
                 }
                 Decision::Change {
                     mut next,
@@ -64,12 +84,16 @@ impl Engine {
                 } => {
                     let read = opened.session();
                     next.revision = stored_revision(read);
-                    if self
+                    if let Some(link) = self
                         .store
                         .update_session(read.revision, &next, &audit)
                         .await?
                     {
-                        return Ok(answer);
+                        return Ok(Done {
+                            answer,
+                            session: Some(Arc::from(next)),
+                            link: Some(link),
+                        });
                     }
                 }
             }

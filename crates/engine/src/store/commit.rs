@@ -18,7 +18,10 @@ use tokio::sync::{mpsc, oneshot};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{AuditEntry, StoreError, StoreErrorKind, cache::SessionCache, encode_session};
-use crate::model::session::{Session, SessionId};
+use crate::model::{
+    chain::ChainLink,
+    session::{Session, SessionId},
+};
 
 /// Writes one transaction holds at most.
 pub(crate) const MAX_BATCH: usize = 256;
@@ -108,16 +111,34 @@ impl Write {
     }
 }
 
-/// A backend's way of applying writes in one transaction: `Ok` holds, per write, whether it
-/// took effect (a compare-and-swap that lost does not); `Err` means nothing was committed.
+/// What one write of a committed transaction did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Took {
+    /// A compare-and-swap that lost: nothing of it was written.
+    Lost,
+    /// Written, its audit entry at this link of its chain: the caller that needs the link
+    /// (a completion's provenance statement) has it without reading it back.
+    Linked(ChainLink),
+    /// The readiness probe, which appends to no chain.
+    Probed,
+}
+
+impl Took {
+    fn took(&self) -> bool {
+        *self != Took::Lost
+    }
+}
+
+/// A backend's way of applying writes in one transaction: `Ok` holds what each write did;
+/// `Err` means nothing was committed.
 #[async_trait]
 pub(crate) trait Apply: Send + Sync + 'static {
-    async fn apply(&self, writes: &[&Write]) -> Result<Vec<bool>, StoreError>;
+    async fn apply(&self, writes: &[&Write]) -> Result<Vec<Took>, StoreError>;
 }
 
 struct Job {
     write: Write,
-    reply: oneshot::Sender<Result<bool, StoreError>>,
+    reply: oneshot::Sender<Result<Took, StoreError>>,
 }
 
 /// The queue in front of one writer task.
@@ -165,7 +186,7 @@ impl Committer {
     }
 
     /// Queues a write and waits until the transaction holding it committed.
-    pub(crate) async fn write(&self, write: Write) -> Result<bool, StoreError> {
+    pub(crate) async fn write(&self, write: Write) -> Result<Took, StoreError> {
         let (reply, answer) = oneshot::channel();
         self.jobs
             .send(Job { write, reply })
@@ -196,7 +217,7 @@ async fn run(
     mut queue: mpsc::Receiver<Job>,
 ) {
     let cache = cache.as_deref();
-    let record = |result: &Result<Vec<bool>, StoreError>| {
+    let record = |result: &Result<Vec<Took>, StoreError>| {
         let mut fault = fault.lock().unwrap_or_else(PoisonError::into_inner);
         match result {
             Ok(_) => *fault = None,
@@ -213,7 +234,7 @@ async fn run(
         match applied {
             Ok(results) => {
                 for (job, took) in batch.drain(..).zip(results) {
-                    if took {
+                    if took.took() {
                         remember(cache, &job.write);
                     }
                     let _ = job.reply.send(Ok(took));
@@ -225,10 +246,10 @@ async fn run(
                 for job in batch.drain(..) {
                     let result = apply.apply(&[&job.write]).await;
                     record(&result);
-                    let result = result.map(|r| r.first().copied().unwrap_or(false));
-                    match result {
-                        Ok(true) => remember(cache, &job.write),
-                        Ok(false) => {}
+                    let result = result.map(|r| r.into_iter().next().unwrap_or(Took::Lost));
+                    match &result {
+                        Ok(took) if took.took() => remember(cache, &job.write),
+                        Ok(_) => {}
                         Err(_) => forget(cache, &job.write),
                     }
                     let _ = job.reply.send(result);

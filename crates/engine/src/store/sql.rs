@@ -16,7 +16,7 @@ use super::{
     audit_log::AuditRow,
     cache::{SESSION_CACHE_BOUNDS, SessionCache},
     chains::{self, ChainedRow},
-    commit::{Apply, Committer, SessionRow, Write},
+    commit::{Apply, Committer, SessionRow, Took, Write},
     decode_session,
     listing::{self, SummaryRow},
     stats::{self, FailureRow, SessionCountRow, StepRow, WorkflowRow},
@@ -196,7 +196,7 @@ where
     for<'r> i64: Decode<'r, B::Db> + Type<B::Db>,
     usize: ColumnIndex<<B::Db as Database>::Row>,
 {
-    async fn apply(&self, writes: &[&Write]) -> Result<Vec<bool>, StoreError> {
+    async fn apply(&self, writes: &[&Write]) -> Result<Vec<Took>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         let applied = async {
             let mut tx = conn.begin().await?;
@@ -333,14 +333,17 @@ where
         expected_revision: u64,
         session: &Session,
         audit: &AuditEntry,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<ChainLink>, StoreError> {
         let writer = self.writer()?;
         let write = Write::Update {
             expected: expected_revision as i64,
             row: SessionRow::of(session)?,
             audit: audit.clone(),
         };
-        writer.changes.write(write).await
+        Ok(match writer.changes.write(write).await? {
+            Took::Linked(link) => Some(link),
+            Took::Lost | Took::Probed => None,
+        })
     }
 
     async fn append_audit(&self, audit: &AuditEntry) -> Result<(), StoreError> {

@@ -13,12 +13,12 @@ use sqlx::{
 use super::{
     AuditEntry, PRUNE_BATCH, Pruned, StoreError,
     cache::SessionCache,
-    commit::{SessionRow, Write},
+    commit::{SessionRow, Took, Write},
     encode_codes, encode_names,
     sql::Backend,
 };
 use crate::{
-    model::chain::{GENESIS, RetentionAnchor, chain_of, entry_digest},
+    model::chain::{ChainLink, GENESIS, RetentionAnchor, chain_of, entry_digest},
     model::provenance::ProvenanceKey,
     model::session::SessionId,
 };
@@ -245,12 +245,12 @@ impl Statements {
     }
 }
 
-/// Applies writes on one connection (inside the caller's transaction): whether each took effect.
+/// Applies writes on one connection (inside the caller's transaction): what each did.
 pub(crate) async fn apply<DB>(
     conn: &mut DB::Connection,
     sql: &Statements,
     writes: &[&Write],
-) -> Result<Vec<bool>, StoreError>
+) -> Result<Vec<Took>, StoreError>
 where
     DB: Database,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
@@ -299,8 +299,7 @@ where
                 bind(sqlx::query::<DB>(&sql.insert_session), values)
                     .execute(&mut *conn)
                     .await?;
-                insert_audit::<DB>(&mut *conn, sql, audit, &mut chains).await?;
-                true
+                Took::Linked(insert_audit::<DB>(&mut *conn, sql, audit, &mut chains).await?)
             }
             Write::Update {
                 expected,
@@ -316,17 +315,17 @@ where
                     .await?
                     .is_some();
                 if swapped {
-                    insert_audit::<DB>(&mut *conn, sql, audit, &mut chains).await?;
+                    Took::Linked(insert_audit::<DB>(&mut *conn, sql, audit, &mut chains).await?)
+                } else {
+                    Took::Lost
                 }
-                swapped
             }
             Write::Audit(audit) => {
-                insert_audit::<DB>(&mut *conn, sql, audit, &mut chains).await?;
-                true
+                Took::Linked(insert_audit::<DB>(&mut *conn, sql, audit, &mut chains).await?)
             }
             Write::Probe => {
                 sqlx::query::<DB>(sql.probe).execute(&mut *conn).await?;
-                true
+                Took::Probed
             }
         });
     }
@@ -357,7 +356,7 @@ async fn insert_audit<DB>(
     sql: &Statements,
     audit: &AuditEntry,
     chains: &mut BTreeMap<String, OpenChain>,
-) -> Result<(), StoreError>
+) -> Result<ChainLink, StoreError>
 where
     DB: Database,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
@@ -375,6 +374,10 @@ where
     head.length = index;
     head.digest = digest.clone();
     head.moved = true;
+    let link = ChainLink {
+        index: index as u64,
+        sha256: digest.clone(),
+    };
     let appended = Appended {
         codes: encode_codes(&audit.codes),
         failed: audit.judgement.as_ref().map(|j| encode_names(&j.failed)),
@@ -395,7 +398,7 @@ where
     bind(sqlx::query::<DB>(&sql.insert_audit), values)
         .execute(&mut *conn)
         .await?;
-    Ok(())
+    Ok(link)
 }
 
 /// Records the cutoff the delete trigger admits rows below (1 value).
