@@ -45,7 +45,7 @@ pub mod provenance {
 
 pub use engine::{ACTIVE_STEP_CACHE_BOUNDS, Engine};
 pub use error::EngineError;
-pub use model::audit::{AuditDecision, AuditEntry, Judgement, Operation, Outcome, WorkflowRef};
+pub use model::audit::{AuditDecision, AuditEntry, Judgement, Operation, Outcome};
 pub use model::bounds::{
     MAX_FORBIDDEN_PATHS, MAX_GLOB_BYTES, MAX_SCHEMA_ERROR_CHARS, MAX_SCHEMA_ERRORS,
 };
@@ -56,6 +56,7 @@ pub use model::payload::*;
 pub use model::request::*;
 pub use model::session::{
     Finding, HostBinding, Principal, REPORT_ROUNDS_KEPT, ReportRound, Session, SessionId, Status,
+    WorkflowRef,
 };
 pub use releases::Releases;
 pub use rules::reports::{MAX_REPORT_EXTRA_BYTES, MAX_REPORT_EXTRA_FIELDS};

@@ -8,7 +8,7 @@ use std::{collections::BTreeMap, sync::Arc};
 use rimthan_engine::{
     ActivePayload, Engine, Status, Store,
     chain::{BreakKind, verify_audit, verify_session_chain},
-    provenance::{Failure, PublicKeys, verify_envelope},
+    provenance::{EnvelopeFailure, PublicKeys, verify_envelope},
     store::{PostgresStore, SqliteStore},
 };
 
@@ -237,7 +237,7 @@ async fn the_completing_answer_carries_a_verifiable_statement(store: Arc<dyn Sto
         ]);
     assert_eq!(
         verify_envelope(&bytes, &stranger),
-        Err(Failure::UnknownKeyId)
+        Err(EnvelopeFailure::UnknownKeyId)
     );
 }
 

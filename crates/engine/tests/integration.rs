@@ -13,6 +13,7 @@ mod docs;
 mod durability;
 mod facilitator;
 mod faults;
+mod floors;
 mod isolation;
 mod replicas;
 mod report_contracts;

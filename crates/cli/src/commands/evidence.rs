@@ -8,7 +8,8 @@ use clap::{Args, Subcommand};
 use rimthan_engine::{
     chain::verify_audit,
     provenance::{
-        Failure, KeysDocument, MAX_ENVELOPE_BYTES, PublicKeys, check_subjects, verify_envelope,
+        EnvelopeFailure, KeysDocument, MAX_ENVELOPE_BYTES, PublicKeys, check_subjects,
+        verify_envelope,
     },
 };
 use serde_json::json;
@@ -154,7 +155,7 @@ impl ProvenanceVerifyArgs {
             return Err(InputError(format!("{}: holds no usable key", self.keys.display())).into());
         }
         let envelope = read_bounded(&self.file)?;
-        let failed = |failure: Failure, detail: String| -> anyhow::Result<()> {
+        let failed = |failure: EnvelopeFailure, detail: String| -> anyhow::Result<()> {
             if self.json {
                 println!(
                     "{}",
@@ -171,15 +172,17 @@ impl ProvenanceVerifyArgs {
             Ok(statement) => statement,
             Err(failure) => {
                 let detail = match failure {
-                    Failure::MalformedEnvelope => "not a DSSE envelope of an in-toto statement",
-                    Failure::WrongPayloadType => {
+                    EnvelopeFailure::MalformedEnvelope => {
+                        "not a DSSE envelope of an in-toto statement"
+                    }
+                    EnvelopeFailure::WrongPayloadType => {
                         "the payload type is not application/vnd.in-toto+json"
                     }
-                    Failure::UnknownKeyId => "no signature is by a published key",
-                    Failure::SignatureInvalid => {
+                    EnvelopeFailure::UnknownKeyId => "no signature is by a published key",
+                    EnvelopeFailure::SignatureInvalid => {
                         "a published key's signature does not match the statement: it was altered or forged"
                     }
-                    Failure::SubjectChanged | Failure::SubjectMissing => "",
+                    EnvelopeFailure::SubjectChanged | EnvelopeFailure::SubjectMissing => "",
                 };
                 return failed(failure, detail.into());
             }

@@ -14,7 +14,7 @@ use crate::{
     model::audit::Operation,
     model::codes::{Code, Failure},
     model::payload::Rejected,
-    model::session::{LastChange, Principal, Session, SessionId},
+    model::session::{LastRequest, Principal, Session, SessionId},
 };
 
 /// A session loaded for a call, or the failures that stop the call (with the session, when
@@ -48,7 +48,7 @@ pub(super) enum Door<'a> {
         token: &'a str,
         principal: Option<&'a Principal>,
         evidence: Evidence,
-        retry: Option<&'a LastChange>,
+        retry: Option<&'a LastRequest>,
     },
     /// An approver or facilitator, by the session's id. Another organization's session answers
     /// as no session at all, and its chain records nothing of the attempt.
@@ -65,7 +65,7 @@ impl Engine {
         &self,
         token: &str,
         principal: Option<&Principal>,
-        retry: Option<&LastChange>,
+        retry: Option<&LastRequest>,
     ) -> Result<Loaded, EngineError> {
         let Some(checkpoint) = self.key.verify(token) else {
             return Ok(Err((

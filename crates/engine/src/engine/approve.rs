@@ -7,14 +7,13 @@
 use super::{
     Engine,
     access::Door,
-    transact::{Decision, stored_revision},
+    transact::{Ruling, stored_revision},
 };
 use crate::{
     error::EngineError,
     model::{
         approval::{
-            Approver, Decision as Asked, DecisionRequest, DecisionResult, MAX_NOTE_BYTES,
-            unknown_session,
+            Approver, Decision, DecisionRequest, DecisionResult, MAX_NOTE_BYTES, unknown_session,
         },
         audit::{AuditDecision, Operation, Outcome},
         session::now_rfc3339,
@@ -30,9 +29,9 @@ impl Engine {
         approver: &Approver,
     ) -> Result<DecisionResult, EngineError> {
         let tool = match req.decision {
-            Asked::Approve { .. } => Operation::ApproveStep,
-            Asked::SendBack { .. } => Operation::SendBackStep,
-            Asked::Waive { .. } => Operation::WaiveFinding,
+            Decision::Approve { .. } => Operation::ApproveStep,
+            Decision::SendBack { .. } => Operation::SendBackStep,
+            Decision::Waive { .. } => Operation::WaiveFinding,
         };
         let door = Door::Approver {
             session: &req.session,
@@ -50,7 +49,7 @@ impl Engine {
             let pinned = Pinned::resolve(opened.release(), session, &self.policies)?;
             let (next, decision) =
                 match transition::decided(&pinned, session, &req, approver, &now_rfc3339()) {
-                    Ok(change) => change,
+                    Ok(decided) => decided,
                     Err(failure) => {
                         let mut audit = self.audit(
                             tool,
@@ -60,7 +59,7 @@ impl Engine {
                         );
                         audit.codes = vec![failure.code];
                         audit.decision = Some(asked(&req));
-                        return Ok(Decision::Answer(DecisionResult::Refused { failure }, audit));
+                        return Ok(Ruling::Answer(DecisionResult::Refused { failure }, audit));
                     }
                 };
             let mut audit = self.audit(
@@ -94,7 +93,7 @@ impl Engine {
                 approvals_needed: needed,
                 unwaived: pending.map_or(0, |p| p.waivable.len()),
             };
-            Ok(Decision::Change {
+            Ok(Ruling::Move {
                 next: Box::new(next),
                 audit,
                 answer,
@@ -118,9 +117,9 @@ fn asked(req: &DecisionRequest) -> AuditDecision {
         ..AuditDecision::default()
     };
     match &req.decision {
-        Asked::Approve { note } => record.note = note.as_deref().and_then(kept),
-        Asked::SendBack { note } => record.note = kept(note),
-        Asked::Waive {
+        Decision::Approve { note } => record.note = note.as_deref().and_then(kept),
+        Decision::SendBack { note } => record.note = kept(note),
+        Decision::Waive {
             check,
             rule,
             path,

@@ -4,7 +4,7 @@
 //! ([`access`]), decide with a rule (`rules/transition.rs`), and store the change in the one
 //! compare-and-swap loop ([`transact`]), with its audit entry ([`record`]).
 //!
-//! The request behind each change is remembered in the session ([`LastChange`]), so a harness
+//! The request behind each change is remembered in the session ([`LastRequest`]), so a harness
 //! that repeats it after losing the answer gets that answer again, not a second change or a
 //! `stale_checkpoint` it cannot recover from (`docs/engine.md` §3.1).
 

@@ -3,7 +3,7 @@
 
 use rimthan_registry::StepKind;
 
-use super::{Engine, Evidence, access::Door, transact::Decision};
+use super::{Engine, Evidence, access::Door, transact::Ruling};
 use crate::{
     error::EngineError,
     model::audit::{Operation, Outcome},
@@ -12,11 +12,11 @@ use crate::{
         InputPayload, PlanCheck, PlanValidator, PrepareResult, ReadyTag, ValidationPlan,
     },
     model::request::PrepareRequest,
-    model::session::{ChangeTool, PlanRecord, Principal, Session, SessionId, Status, now_rfc3339},
+    model::session::{PlanRecord, Principal, RequestTool, Session, SessionId, Status, now_rfc3339},
     rules::attestation::{check_host, check_outputs},
     rules::checks::run_checks,
     rules::transition,
-    rules::view::Pinned,
+    rules::view::{Pinned, Planned},
 };
 
 const TOOL: Operation = Operation::PrepareStepValidation;
@@ -41,23 +41,23 @@ impl Engine {
         principal: Option<&Principal>,
     ) -> Result<PrepareResult, EngineError> {
         let evidence = Evidence::of_attestation(&req);
-        let change = Evidence::change(ChangeTool::Prepare, &req);
+        let fingerprint = Evidence::fingerprint(RequestTool::Prepare, &req);
         let door = Door::Checkpoint {
             tool: TOOL,
             token: &req.checkpoint,
             principal,
             evidence,
-            retry: Some(&change),
+            retry: Some(&fingerprint),
         };
         self.transact(door, PrepareResult::Rejected, |opened| {
             let session = opened.session();
             let pinned = Pinned::resolve(opened.release(), session, &self.policies)?;
-            if session.last_change.as_ref() == Some(&change)
+            if session.last_change.as_ref() == Some(&fingerprint)
                 && let Some(plan) = &session.plan
             {
                 let payload = self.plan_payload(&pinned, session, plan)?;
                 let audit = self.audit(TOOL, Some(session), Outcome::Replayed, principal);
-                return Ok(Decision::Answer(PrepareResult::Ready(payload), audit));
+                return Ok(Ruling::Answer(PrepareResult::Ready(payload), audit));
             }
             match self.check_preparation(&pinned, session, &req) {
                 Ok(plan) => {
@@ -65,13 +65,18 @@ impl Engine {
                         (Some(_), Evidence::Attestation(digest)) => Some(digest),
                         _ => None,
                     };
-                    let next =
-                        transition::prepared(session, &plan, host, change.clone(), &now_rfc3339());
+                    let next = transition::prepared(
+                        session,
+                        &plan,
+                        host,
+                        fingerprint.clone(),
+                        &now_rfc3339(),
+                    );
                     let mut audit = self.audit(TOOL, Some(&next), Outcome::Ready, principal);
                     evidence.apply(&mut audit);
                     audit.checks = plan.checks.iter().map(Into::into).collect();
                     let answer = PrepareResult::Ready(self.plan_payload(&pinned, &next, &plan)?);
-                    Ok(Decision::Change {
+                    Ok(Ruling::Move {
                         next: Box::new(next),
                         audit,
                         answer,
@@ -80,7 +85,7 @@ impl Engine {
                 Err(failures) => {
                     let (rejected, audit) =
                         self.rejection(TOOL, Some(session), failures, principal, evidence);
-                    Ok(Decision::Answer(PrepareResult::Rejected(rejected), audit))
+                    Ok(Ruling::Answer(PrepareResult::Rejected(rejected), audit))
                 }
             }
         })
@@ -162,40 +167,41 @@ impl Engine {
         plan: &PlanRecord,
     ) -> Result<ValidationPlan, EngineError> {
         let release = pinned.release.id();
-        let validators = plan
-            .validators
-            .iter()
-            .zip(pinned.planned(session, plan)?)
-            .map(|((id, version), validator)| {
-                let doc = validator.doc();
-                PlanValidator {
-                    id: id.to_string(),
-                    version: version.to_string(),
-                    uri: rimthan_registry::uri::validator(release, id, version),
-                    sha256: validator.entry().sha256.to_string(),
-                    instructions: doc.instructions.clone(),
-                    inputs: doc
-                        .inputs
-                        .iter()
-                        .map(|a| {
-                            let mut input = pinned.input(session, a.as_str());
-                            // Outputs of the step under validation are known from the plan.
-                            if let Some(accepted) = plan.outputs.get(&input.path) {
-                                input.sha256 = Some(accepted.sha256.to_string());
-                            }
-                            input
-                        })
-                        .collect::<Vec<InputPayload>>(),
-                    capabilities: doc
-                        .capabilities
-                        .iter()
-                        .filter(|c| session.host.validator_capabilities.contains(c))
-                        .copied()
-                        .collect(),
-                    isolation: pinned.contract.validator_isolation,
-                    report_schema: pinned.schema(&doc.report_schema),
-                }
-            })
+        let validators = pinned
+            .planned(session, plan)?
+            .into_iter()
+            .map(
+                |Planned {
+                     id,
+                     version,
+                     validator,
+                     allowed,
+                 }| {
+                    let doc = validator.doc();
+                    PlanValidator {
+                        id: id.to_string(),
+                        version: version.to_string(),
+                        uri: rimthan_registry::uri::validator(release, id, version),
+                        sha256: validator.entry().sha256.to_string(),
+                        instructions: doc.instructions.clone(),
+                        inputs: doc
+                            .inputs
+                            .iter()
+                            .map(|a| {
+                                let mut input = pinned.input(session, a.as_str());
+                                // Outputs of the step under validation are known from the plan.
+                                if let Some(accepted) = plan.outputs.get(&input.path) {
+                                    input.sha256 = Some(accepted.sha256.to_string());
+                                }
+                                input
+                            })
+                            .collect::<Vec<InputPayload>>(),
+                        capabilities: allowed,
+                        isolation: pinned.contract.validator_isolation,
+                        report_schema: pinned.schema(&doc.report_schema),
+                    }
+                },
+            )
             .collect();
         let checks: Vec<PlanCheck> = plan
             .checks

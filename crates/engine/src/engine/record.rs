@@ -7,11 +7,12 @@ use serde::Serialize;
 use super::Engine;
 use crate::{
     error::EngineError,
-    model::audit::{AuditEntry, Operation, Outcome, WorkflowRef},
+    model::audit::{AuditEntry, Operation, Outcome},
     model::codes::Failure,
     model::payload::Rejected,
     model::request::{PrepareRequest, SubmitRequest},
-    model::session::{ChangeTool, LastChange, Principal, Session, now_rfc3339},
+    model::session::WorkflowRef,
+    model::session::{LastRequest, Principal, RequestTool, Session, now_rfc3339},
 };
 
 impl Engine {
@@ -88,8 +89,8 @@ impl Evidence {
     }
 
     /// The record of the request behind a change, by which its identical retry is known.
-    pub(super) fn change(tool: ChangeTool, req: &impl Serialize) -> LastChange {
-        LastChange {
+    pub(super) fn fingerprint(tool: RequestTool, req: &impl Serialize) -> LastRequest {
+        LastRequest {
             tool,
             request_sha256: Self::digest(req),
         }

@@ -9,12 +9,13 @@ use super::{
 };
 use crate::{
     error::EngineError,
-    model::audit::{Operation, Outcome, WorkflowRef},
+    model::audit::{Operation, Outcome},
     model::codes::{Code, Failure},
     model::payload::SERVER_NAME,
     model::payload::{Blocked, BlockedTag, StartResult},
     model::request::StartRequest,
-    model::session::{ChangeTool, LastChange, Principal, Session, SessionId, now_rfc3339},
+    model::session::WorkflowRef,
+    model::session::{LastRequest, Principal, RequestTool, Session, SessionId, now_rfc3339},
     rules::blockers::evaluate,
     rules::transition,
     rules::view::Pinned,
@@ -29,7 +30,7 @@ impl Engine {
         req: StartRequest,
         principal: Option<&Principal>,
     ) -> Result<StartResult, EngineError> {
-        let change = Evidence::change(ChangeTool::Start, &req);
+        let fingerprint = Evidence::fingerprint(RequestTool::Start, &req);
         let keyed = req
             .idempotency_key
             .as_ref()
@@ -37,7 +38,7 @@ impl Engine {
         if let (Some(id), Some(key)) = (&keyed, &req.idempotency_key)
             && let Some(existing) = self.keyed_start(id, key.as_str(), principal).await?
         {
-            return self.start_again(existing, &change, principal).await;
+            return self.start_again(existing, &fingerprint, principal).await;
         }
         let registry = self.releases.snapshot();
         let release = match (&req.release, &req.channel) {
@@ -129,7 +130,7 @@ impl Engine {
             host: binding,
             principal,
             policy: req.repository_policy.clone(),
-            change: change.clone(),
+            fingerprint: fingerprint.clone(),
         };
         let session = transition::started(start, &now_rfc3339());
         let pinned = Pinned::resolve(&release, &session, &self.policies)?;
@@ -139,7 +140,7 @@ impl Engine {
             // An identical keyed start that raced this one stored the session first.
             return match self.store.load_session(&session.id).await? {
                 Some(existing) if keyed.is_some() => {
-                    self.start_again(existing, &change, principal).await
+                    self.start_again(existing, &fingerprint, principal).await
                 }
                 _ => Err(e.into()),
             };
@@ -173,14 +174,14 @@ impl Engine {
     async fn start_again(
         &self,
         existing: Arc<Session>,
-        change: &LastChange,
+        fingerprint: &LastRequest,
         principal: Option<&Principal>,
     ) -> Result<StartResult, EngineError> {
         let failure = if !may_act(existing.principal.as_ref(), principal) {
             Some(access_denied())
-        } else if existing.last_change.as_ref() == Some(change) {
+        } else if existing.last_change.as_ref() == Some(fingerprint) {
             None
-        } else if existing.last_change.as_ref().map(|c| c.tool) == Some(ChangeTool::Start) {
+        } else if existing.last_change.as_ref().map(|c| c.tool) == Some(RequestTool::Start) {
             Some(Failure::new(
                 Code::IdempotencyKeyReused,
                 "this idempotency key already started a session with other arguments; use a new key for a new start",

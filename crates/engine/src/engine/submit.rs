@@ -1,7 +1,7 @@
 //! `rimthan.submit_step_reports`: check the report set against the pending plan, then advance,
 //! ask for a revision, or complete.
 
-use super::{Engine, Evidence, access::Door, transact::Decision};
+use super::{Engine, Evidence, access::Door, transact::Ruling};
 use crate::{
     error::EngineError,
     model::audit::{Operation, Outcome},
@@ -9,7 +9,7 @@ use crate::{
     model::payload::SERVER_NAME,
     model::payload::StepResult,
     model::request::SubmitRequest,
-    model::session::{ChangeTool, Principal, Session, Status, now_rfc3339},
+    model::session::{Principal, RequestTool, Session, Status, now_rfc3339},
     rules::reports::check_reports,
     rules::transition,
     rules::view::Pinned,
@@ -25,26 +25,26 @@ impl Engine {
         principal: Option<&Principal>,
     ) -> Result<StepResult, EngineError> {
         let evidence = Evidence::of_reports(&req);
-        let change = Evidence::change(ChangeTool::Submit, &req);
+        let fingerprint = Evidence::fingerprint(RequestTool::Submit, &req);
         let door = Door::Checkpoint {
             tool: TOOL,
             token: &req.checkpoint,
             principal,
             evidence,
-            retry: Some(&change),
+            retry: Some(&fingerprint),
         };
         let refuse = |session: &Session, failures| {
             let (rejected, audit) =
                 self.rejection(TOOL, Some(session), failures, principal, evidence);
-            Ok(Decision::Answer(StepResult::Rejected(rejected), audit))
+            Ok(Ruling::Answer(StepResult::Rejected(rejected), audit))
         };
         let done = self.transact(door, StepResult::Rejected, |opened| {
             let session = opened.session();
             let pinned = Pinned::resolve(opened.release(), session, &self.policies)?;
-            if session.last_change.as_ref() == Some(&change) {
+            if session.last_change.as_ref() == Some(&fingerprint) {
                 let payload = pinned.active_payload(session, &self.key, SERVER_NAME);
                 let audit = self.audit(TOOL, Some(session), Outcome::Replayed, principal);
-                return Ok(Decision::Answer(StepResult::Active(Box::new(payload)), audit));
+                return Ok(Ruling::Answer(StepResult::Active(Box::new(payload)), audit));
             }
             if session.status == Status::AwaitingApproval {
                 return refuse(session, vec![transition::awaiting_approval(session)]);
@@ -67,8 +67,8 @@ impl Engine {
                     return refuse(session, vec![failure]);
                 }
             };
-            let validators = pinned.planned(session, plan)?;
-            let failures = check_reports(&pinned, session, plan, &validators, &req.reports);
+            let planned = pinned.planned(session, plan)?;
+            let failures = check_reports(&pinned, session, &planned, &req.reports);
             if !failures.is_empty() {
                 return refuse(session, failures);
             }
@@ -77,7 +77,7 @@ impl Engine {
                 session,
                 plan,
                 &req.reports,
-                change.clone(),
+                fingerprint.clone(),
                 &now_rfc3339(),
             );
             let answer = StepResult::Active(Box::new(pinned.active_payload(
@@ -88,7 +88,7 @@ impl Engine {
             let mut audit = self.audit(TOOL, Some(&next), next.status.into(), principal);
             audit.judgement = Some(judgement);
             evidence.apply(&mut audit);
-            Ok(Decision::Change {
+            Ok(Ruling::Move {
                 next: Box::new(next),
                 audit,
                 answer,

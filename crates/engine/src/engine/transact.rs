@@ -20,14 +20,14 @@ use crate::{
 const MAX_ATTEMPTS: u32 = 32;
 
 /// What one attempt decided, from the session as it was read.
-pub(super) enum Decision<T> {
+pub(super) enum Ruling<T> {
     /// Answer without changing the session, after appending the audit entry (a replayed
     /// retry, or a refusal).
     Answer(T, AuditEntry),
     /// Store `next` one revision on, if the session is still at the revision read, with its
     /// audit entry in the same transaction, then answer; when another call changed it first,
     /// decide again. The rule leaves `next.revision` alone: [`Engine::transact`] moves it.
-    Change {
+    Move {
         next: Box<Session>,
         audit: AuditEntry,
         answer: T,
@@ -55,7 +55,7 @@ impl Engine {
         &self,
         door: Door<'_>,
         refused: impl Fn(Rejected) -> T,
-        mut decide: impl FnMut(&Opened) -> Result<Decision<T>, EngineError>,
+        mut decide: impl FnMut(&Opened) -> Result<Ruling<T>, EngineError>,
     ) -> Result<Done<T>, EngineError> {
         for _ in 0..MAX_ATTEMPTS {
             let opened = match self.open(&door).await? {
@@ -69,7 +69,7 @@ impl Engine {
                 }
             };
             match decide(&opened)? {
-                Decision::Answer(answer, audit) => {
+                Ruling::Answer(answer, audit) => {
                     self.store.append_audit(&audit).await?;
                     return Ok(Done {
                         answer,
@@ -77,7 +77,7 @@ impl Engine {
                         link: None,
                     });
                 }
-                Decision::Change {
+                Ruling::Move {
                     mut next,
                     audit,
                     answer,

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::{
     model::checks::{CheckRecord, CheckVerdict},
     model::codes::Code,
-    model::session::{SessionId, Status},
+    model::session::{SessionId, Status, WorkflowRef},
 };
 
 macro_rules! wire_enum {
@@ -164,15 +164,6 @@ pub struct AuditDecision {
     /// A waiver's output digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_sha256: Option<String>,
-}
-
-/// A workflow id and version, as the audit log records them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct WorkflowRef {
-    /// The workflow id.
-    pub id: String,
-    /// Its version.
-    pub version: String,
 }
 
 /// What the validators of one step decided on a submission: the facts the facilitator's

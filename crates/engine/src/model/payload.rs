@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::{
     model::audit::Outcome,
     model::codes::{Code, Failure},
-    model::session::{Finding, HostBinding, Status},
+    model::session::{Finding, HostBinding, Status, WorkflowRef},
 };
 
 /// The MCP server's name, written into session files and provenance statements.
@@ -198,15 +198,6 @@ pub struct SessionFileHost {
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct AdapterRef {
     /// Adapter id.
-    pub id: String,
-    /// Version.
-    pub version: String,
-}
-
-/// A workflow id and version.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-pub struct WorkflowRef {
-    /// Workflow id.
     pub id: String,
     /// Version.
     pub version: String,

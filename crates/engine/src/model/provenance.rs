@@ -20,7 +20,7 @@ mod keys;
 mod verify;
 
 pub use keys::{KeysDocument, ProvenanceKey, PublicKeys};
-pub use verify::{Failure, SubjectFailure, check_subjects, verify_envelope};
+pub use verify::{EnvelopeFailure, SubjectFailure, check_subjects, verify_envelope};
 
 /// The DSSE payload type of an in-toto statement.
 pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
@@ -249,31 +249,31 @@ mod tests {
         claimed.signatures[0].keyid = ours.key_id();
         assert_eq!(
             verify_envelope(&bytes(&claimed), &keys),
-            Err(Failure::SignatureInvalid)
+            Err(EnvelopeFailure::SignatureInvalid)
         );
         // Re-signed by a key nobody published.
         let unknown = sign_statement(&statement(), &other);
         assert_eq!(
             verify_envelope(&bytes(&unknown), &keys),
-            Err(Failure::UnknownKeyId)
+            Err(EnvelopeFailure::UnknownKeyId)
         );
         // Another payload type, even correctly signed for it.
         let mut typed = envelope.clone();
         typed.payload_type = "application/json".into();
         assert_eq!(
             verify_envelope(&bytes(&typed), &keys),
-            Err(Failure::WrongPayloadType)
+            Err(EnvelopeFailure::WrongPayloadType)
         );
         assert_eq!(
             verify_envelope(b"{\"payload\": 1}", &keys),
-            Err(Failure::MalformedEnvelope)
+            Err(EnvelopeFailure::MalformedEnvelope)
         );
         // A good signature beside a forged one does not carry it.
         let mut both = envelope.clone();
         both.signatures.push(claimed.signatures[0].clone());
         assert_eq!(
             verify_envelope(&bytes(&both), &keys),
-            Err(Failure::SignatureInvalid)
+            Err(EnvelopeFailure::SignatureInvalid)
         );
     }
 

@@ -193,10 +193,20 @@ pub struct Finding {
     pub pointer: Option<String>,
 }
 
+/// A workflow id and version, as session files and the audit log name it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(description = "A workflow id and version.")]
+pub struct WorkflowRef {
+    /// Workflow id.
+    pub id: String,
+    /// Version.
+    pub version: String,
+}
+
 /// The tools that change a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ChangeTool {
+pub enum RequestTool {
     /// `rimthan.start_workflow`.
     Start,
     /// `rimthan.prepare_step_validation`.
@@ -209,9 +219,9 @@ pub enum ChangeTool {
 /// after the answer was lost) is answered from the session as it stands, for as long as no
 /// other request has changed it (`docs/engine.md` §3.1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LastChange {
+pub struct LastRequest {
     /// The tool.
-    pub tool: ChangeTool,
+    pub tool: RequestTool,
     /// sha256 of the request's canonical JSON, checkpoint included.
     pub request_sha256: Sha256Digest,
 }
@@ -269,7 +279,7 @@ pub struct Session {
     pub host_attestation_sha256: Option<Sha256Digest>,
     /// The request that made the latest change, for answering its identical retry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_change: Option<LastChange>,
+    pub last_change: Option<LastRequest>,
     /// How many times a validator sent a step back for revision.
     #[serde(default)]
     pub revise_rounds: u32,

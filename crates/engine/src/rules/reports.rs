@@ -2,15 +2,13 @@
 
 use std::collections::BTreeSet;
 
-use rimthan_registry::{Validator, ValidatorCapability};
-
 use crate::{
     model::bounds::json_len,
     model::codes::{Code, Failure},
     model::request::Report,
-    model::session::{PlanRecord, Session},
+    model::session::Session,
     rules::attestation::schema_failure,
-    rules::view::Pinned,
+    rules::view::{Pinned, Planned},
 };
 
 /// The most fields a report may carry beyond the base report.
@@ -41,18 +39,23 @@ fn extras_out_of_bounds(report: &Report) -> Option<Failure> {
     })
 }
 
-/// Checks `reports` against `plan`, whose validators are `validators` (resolved in plan
-/// order); an empty result means the set is complete and in bounds.
+/// Checks `reports` against the plan's validators (`planned`, in plan order); an empty result
+/// means the set is complete and in bounds.
 pub(crate) fn check_reports(
     pinned: &Pinned<'_>,
     session: &Session,
-    plan: &PlanRecord,
-    validators: &[&Validator],
+    planned: &[Planned<'_, '_>],
     reports: &[Report],
 ) -> Vec<Failure> {
     let mut failures = Vec::new();
     let mut matched = vec![false; reports.len()];
-    for ((id, version), validator) in plan.validators.iter().zip(validators) {
+    for Planned {
+        id,
+        version,
+        validator,
+        allowed,
+    } in planned
+    {
         let mut candidates = reports
             .iter()
             .enumerate()
@@ -106,13 +109,6 @@ pub(crate) fn check_reports(
                 failures.push(at(f));
             }
         }
-        let allowed: BTreeSet<ValidatorCapability> = validator
-            .doc()
-            .capabilities
-            .iter()
-            .filter(|c| session.host.validator_capabilities.contains(c))
-            .copied()
-            .collect();
         let escalated: Vec<_> = report
             .capabilities_used
             .iter()
@@ -123,7 +119,7 @@ pub(crate) fn check_reports(
                 Code::CapabilityEscalation,
                 format!("{id} used capabilities it was not allowed"),
             )
-            .with("allowed", &allowed)
+            .with("allowed", allowed.iter().collect::<BTreeSet<_>>())
             .with("used", escalated)));
         }
         let declared: BTreeSet<String> = validator

@@ -16,7 +16,7 @@ use crate::{
         codes::{Code, Failure},
         request::{Report, RepositoryPolicy, Verdict},
         session::{
-            AcceptedArtifact, Finding, HostBinding, LastChange, PlanRecord, Principal, Session,
+            AcceptedArtifact, Finding, HostBinding, LastRequest, PlanRecord, Principal, Session,
             SessionId, SignedOff, Status, seconds_between,
         },
     },
@@ -34,7 +34,7 @@ pub(crate) struct Start<'a> {
     pub host: HostBinding,
     pub principal: Option<&'a Principal>,
     pub policy: RepositoryPolicy,
-    pub change: LastChange,
+    pub fingerprint: LastRequest,
 }
 
 /// A new session, at its first step.
@@ -59,7 +59,7 @@ pub(crate) fn started(start: Start<'_>, now: &str) -> Session {
         reports: Default::default(),
         report_rounds: Default::default(),
         host_attestation_sha256: None,
-        last_change: Some(start.change),
+        last_change: Some(start.fingerprint),
         revise_rounds: 0,
         step_entered_at: Some(now.to_owned()),
         approval: None,
@@ -75,7 +75,7 @@ pub(crate) fn prepared(
     session: &Session,
     plan: &PlanRecord,
     host_attestation: Option<Sha256Digest>,
-    change: LastChange,
+    fingerprint: LastRequest,
     now: &str,
 ) -> Session {
     let mut next = session.clone();
@@ -88,7 +88,7 @@ pub(crate) fn prepared(
     if host_attestation.is_some() {
         next.host_attestation_sha256 = host_attestation;
     }
-    next.last_change = Some(change);
+    next.last_change = Some(fingerprint);
     next.updated_at = now.to_owned();
     next
 }
@@ -100,7 +100,7 @@ pub(crate) fn submitted(
     session: &Session,
     plan: &PlanRecord,
     reports: &[Report],
-    change: LastChange,
+    fingerprint: LastRequest,
     now: &str,
 ) -> (Session, Judgement) {
     let mut next = session.clone();
@@ -154,7 +154,7 @@ pub(crate) fn submitted(
     } else {
         judgement.seconds = advance(&mut next, session, plan.outputs, pinned, now);
     }
-    next.last_change = Some(change);
+    next.last_change = Some(fingerprint);
     next.seq += 1;
     next.updated_at = now.to_owned();
     (next, judgement)

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use rimthan_registry::{
     AdapterContract, Asset, AssetKind, OutputDecl, SchemaRef, Step, StepKind, Validator,
-    VerifiedRelease, Workflow, uri,
+    ValidatorCapability, ValidatorId, VerifiedRelease, Version, Workflow, uri,
 };
 
 use crate::{
@@ -13,11 +13,20 @@ use crate::{
     model::payload::{
         ActivePayload, CheckPayload, HostAdapterPayload, HostAssetPayload, InputPayload,
         OutputPayload, SESSION_FILE_PATH, SchemaPayload, SessionFile, SessionFileContent,
-        SessionFileHost, StepPayload, ValidatorPayload, WorkflowPayload, WorkflowRef,
+        SessionFileHost, StepPayload, ValidatorPayload, WorkflowPayload,
     },
-    model::session::{PlanRecord, Session, Status},
+    model::session::{PlanRecord, Session, Status, WorkflowRef},
     rules::offers::{Offer, Policy, PolicyCache, offers},
 };
+
+/// One validator of a plan: as the plan names it, as the release holds it, and what it may use.
+pub(crate) struct Planned<'r, 'p> {
+    pub(crate) id: &'p ValidatorId,
+    pub(crate) version: &'p Version,
+    pub(crate) validator: &'r Validator,
+    /// Its declared capabilities that the host grants, in declared order.
+    pub(crate) allowed: Vec<ValidatorCapability>,
+}
 
 /// Everything in its pinned release a stored session refers to, resolved once per call so
 /// that what the store holds is checked, never assumed: anything missing is
@@ -77,20 +86,35 @@ impl<'r> Pinned<'r> {
         })
     }
 
-    /// The validators `plan` names, in plan order.
-    pub(crate) fn planned(
+    /// The validators `plan` names, in plan order, each paired with its document and the
+    /// capabilities this session's host lets it use: the one pairing of what a plan declared
+    /// with what the release holds, for the plan's payload and the reports' check alike.
+    pub(crate) fn planned<'p>(
         &self,
         session: &Session,
-        plan: &PlanRecord,
-    ) -> Result<Vec<&'r Validator>, EngineError> {
+        plan: &'p PlanRecord,
+    ) -> Result<Vec<Planned<'r, 'p>>, EngineError> {
         plan.validators
             .iter()
             .map(|(id, version)| {
-                self.release.validator(id, version).ok_or_else(|| {
+                let validator = self.release.validator(id, version).ok_or_else(|| {
                     EngineError::SessionInconsistent {
                         session: session.id.to_string(),
                         what: format!("validator {id}@{version}"),
                     }
+                })?;
+                let allowed = validator
+                    .doc()
+                    .capabilities
+                    .iter()
+                    .filter(|c| session.host.validator_capabilities.contains(c))
+                    .copied()
+                    .collect();
+                Ok(Planned {
+                    id,
+                    version,
+                    validator,
+                    allowed,
                 })
             })
             .collect()

@@ -4,8 +4,9 @@ use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Type};
 
 use super::{StoreError, StoreErrorKind, decode_codes, decode_operation, decode_outcome};
 use crate::{
-    model::audit::{AuditCheck, AuditEntry, Judgement, WorkflowRef},
+    model::audit::{AuditCheck, AuditEntry, Judgement},
     model::session::SessionId,
+    model::session::WorkflowRef,
 };
 
 const OF_SESSION: &str = "SELECT * FROM audit_log WHERE session_id = $1 ORDER BY id";

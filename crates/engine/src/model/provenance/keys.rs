@@ -7,7 +7,7 @@ use ed25519_dalek::{Signer as _, Verifier as _};
 use rimthan_registry::{PublicKeyFile, Sha256Digest, SigningKeyFile};
 use serde::{Deserialize, Serialize};
 
-use super::Failure;
+use super::EnvelopeFailure;
 
 /// The server's provenance signing key.
 #[derive(Clone)]
@@ -132,11 +132,11 @@ impl PublicKeys {
         key_id: &str,
         message: &[u8],
         raw: &[u8],
-    ) -> Result<(), Failure> {
-        let key = self.0.get(key_id).ok_or(Failure::UnknownKeyId)?;
-        let signature =
-            ed25519_dalek::Signature::from_slice(raw).map_err(|_| Failure::SignatureInvalid)?;
+    ) -> Result<(), EnvelopeFailure> {
+        let key = self.0.get(key_id).ok_or(EnvelopeFailure::UnknownKeyId)?;
+        let signature = ed25519_dalek::Signature::from_slice(raw)
+            .map_err(|_| EnvelopeFailure::SignatureInvalid)?;
         key.verify(message, &signature)
-            .map_err(|_| Failure::SignatureInvalid)
+            .map_err(|_| EnvelopeFailure::SignatureInvalid)
     }
 }

@@ -12,7 +12,7 @@ use super::{Envelope, PAYLOAD_TYPE, PublicKeys, STATEMENT_TYPE, Statement, pae};
 /// Why `provenance verify` refuses an envelope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, thiserror::Error)]
 #[serde(rename_all = "snake_case")]
-pub enum Failure {
+pub enum EnvelopeFailure {
     /// The file is not a DSSE envelope, or its payload not an in-toto statement.
     #[error("malformed_envelope")]
     MalformedEnvelope,
@@ -34,51 +34,51 @@ pub enum Failure {
     SubjectMissing,
 }
 
-impl Failure {
+impl EnvelopeFailure {
     /// The stable snake_case code.
     pub fn code(self) -> &'static str {
         match self {
-            Failure::MalformedEnvelope => "malformed_envelope",
-            Failure::WrongPayloadType => "wrong_payload_type",
-            Failure::UnknownKeyId => "unknown_key_id",
-            Failure::SignatureInvalid => "signature_invalid",
-            Failure::SubjectChanged => "subject_changed",
-            Failure::SubjectMissing => "subject_missing",
+            EnvelopeFailure::MalformedEnvelope => "malformed_envelope",
+            EnvelopeFailure::WrongPayloadType => "wrong_payload_type",
+            EnvelopeFailure::UnknownKeyId => "unknown_key_id",
+            EnvelopeFailure::SignatureInvalid => "signature_invalid",
+            EnvelopeFailure::SubjectChanged => "subject_changed",
+            EnvelopeFailure::SubjectMissing => "subject_missing",
         }
     }
 }
 
 /// Verifies an envelope's signature against `keys` and returns its statement. A signature by
 /// a published key decides; one by an unknown key only when no published key signed.
-pub fn verify_envelope(bytes: &[u8], keys: &PublicKeys) -> Result<Statement, Failure> {
+pub fn verify_envelope(bytes: &[u8], keys: &PublicKeys) -> Result<Statement, EnvelopeFailure> {
     let envelope: Envelope =
-        serde_json::from_slice(bytes).map_err(|_| Failure::MalformedEnvelope)?;
+        serde_json::from_slice(bytes).map_err(|_| EnvelopeFailure::MalformedEnvelope)?;
     if envelope.payload_type != PAYLOAD_TYPE {
-        return Err(Failure::WrongPayloadType);
+        return Err(EnvelopeFailure::WrongPayloadType);
     }
     let payload = STANDARD
         .decode(&envelope.payload)
-        .map_err(|_| Failure::MalformedEnvelope)?;
+        .map_err(|_| EnvelopeFailure::MalformedEnvelope)?;
     let signed = pae(&envelope.payload_type, &payload);
-    let mut failure = Failure::UnknownKeyId;
+    let mut failure = EnvelopeFailure::UnknownKeyId;
     let mut verified = false;
     for signature in &envelope.signatures {
         let raw = STANDARD
             .decode(&signature.sig)
-            .map_err(|_| Failure::MalformedEnvelope)?;
+            .map_err(|_| EnvelopeFailure::MalformedEnvelope)?;
         match keys.verify_raw(&signature.keyid, &signed, &raw) {
             Ok(()) => verified = true,
-            Err(Failure::SignatureInvalid) => failure = Failure::SignatureInvalid,
+            Err(EnvelopeFailure::SignatureInvalid) => failure = EnvelopeFailure::SignatureInvalid,
             Err(_) => {}
         }
     }
-    if !verified || failure == Failure::SignatureInvalid {
+    if !verified || failure == EnvelopeFailure::SignatureInvalid {
         return Err(failure);
     }
     let statement: Statement =
-        serde_json::from_slice(&payload).map_err(|_| Failure::MalformedEnvelope)?;
+        serde_json::from_slice(&payload).map_err(|_| EnvelopeFailure::MalformedEnvelope)?;
     if statement.statement_type != STATEMENT_TYPE {
-        return Err(Failure::MalformedEnvelope);
+        return Err(EnvelopeFailure::MalformedEnvelope);
     }
     Ok(statement)
 }
@@ -89,7 +89,7 @@ pub struct SubjectFailure {
     /// The subject's path.
     pub path: String,
     /// `subject_changed` or `subject_missing`.
-    pub failure: Failure,
+    pub failure: EnvelopeFailure,
     /// The file's sha256 now, when it is there.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
@@ -110,7 +110,7 @@ pub fn check_subjects(statement: &Statement, project: &Path) -> Vec<SubjectFailu
         match read {
             None => failures.push(SubjectFailure {
                 path: subject.name.clone(),
-                failure: Failure::SubjectMissing,
+                failure: EnvelopeFailure::SubjectMissing,
                 sha256: None,
             }),
             Some(bytes) => {
@@ -118,7 +118,7 @@ pub fn check_subjects(statement: &Statement, project: &Path) -> Vec<SubjectFailu
                 if subject.digest.get("sha256") != Some(&now) {
                     failures.push(SubjectFailure {
                         path: subject.name.clone(),
-                        failure: Failure::SubjectChanged,
+                        failure: EnvelopeFailure::SubjectChanged,
                         sha256: Some(now),
                     });
                 }
