@@ -314,7 +314,7 @@ async fn a_warning_is_shown_and_does_not_fail_the_step() {
     let lint = &plan.checks[1].record;
     assert_eq!(lint.verdict, CheckVerdict::Pass);
     assert_eq!(lint.findings[0].rule, "require-statement-timeout");
-    assert_eq!(lint.findings[0].severity, "warning");
+    assert_eq!(lint.findings[0].severity, rimthan_engine::Severity::Warning);
 }
 
 #[tokio::test]

@@ -36,4 +36,4 @@ pub use metrics::{Gauges, Metrics};
 pub use profile::Profile;
 pub use prompts::{LEGACY_PROMPT, START_PROMPT};
 pub use server::{RimthanServer, SERVER_NAME};
-pub use tools::{ACTIVE_STEP, PREPARE, START, SUBMIT};
+pub use tools::{ACTIVE_STEP, PREPARE, START, SUBMIT, WorkflowTool};

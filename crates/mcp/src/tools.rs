@@ -14,14 +14,98 @@ use crate::metrics::Metrics;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+/// The four workflow tools, declared once: their wire names, their declarations and their
+/// dispatch all follow from this enum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkflowTool {
+    /// `rimthan.start_workflow`
+    Start,
+    /// `rimthan.get_active_step`
+    ActiveStep,
+    /// `rimthan.prepare_step_validation`
+    Prepare,
+    /// `rimthan.submit_step_reports`
+    Submit,
+}
+
+impl WorkflowTool {
+    /// Every tool, in the order `tools/list` gives them.
+    pub const ALL: [WorkflowTool; 4] = [
+        WorkflowTool::Start,
+        WorkflowTool::ActiveStep,
+        WorkflowTool::Prepare,
+        WorkflowTool::Submit,
+    ];
+
+    /// The tool's name on the wire.
+    pub const fn name(self) -> &'static str {
+        match self {
+            WorkflowTool::Start => "rimthan.start_workflow",
+            WorkflowTool::ActiveStep => "rimthan.get_active_step",
+            WorkflowTool::Prepare => "rimthan.prepare_step_validation",
+            WorkflowTool::Submit => "rimthan.submit_step_reports",
+        }
+    }
+
+    /// The tool a name on the wire names.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The tool as `tools/list` declares it.
+    fn declaration(self) -> Tool {
+        match self {
+            WorkflowTool::Start => tool::<StartRequest, StartResult>(
+                self,
+                "Start a workflow",
+                "Start a workflow session. Declare only the host and validator capabilities the \
+                 harness really has and the adapter pinned for the harness. Returns the active \
+                 setup step with its host assets, or every blocker at once.",
+                Effect::Changes,
+            ),
+            WorkflowTool::ActiveStep => tool::<ActiveStepRequest, StepResult>(
+                self,
+                "Get the active step",
+                "Return the session's active step for a checkpoint, e.g. from \
+                 .rimthan/workflow-session.json after a Git handoff. Changes nothing.",
+                Effect::Reads,
+            ),
+            WorkflowTool::Prepare => tool::<PrepareRequest, PrepareResult>(
+                self,
+                "Prepare step validation",
+                "Attest the active step: host_attestation for setup-workspace, output_attestation \
+                 for work steps, built by reading the files back. Returns the validation plan, or \
+                 every failure with its code.",
+                Effect::Changes,
+            ),
+            WorkflowTool::Submit => tool::<SubmitRequest, StepResult>(
+                self,
+                "Submit step reports",
+                "Submit one structured report per validator of the plan. All pass: the session \
+                 advances; any fail: status revise with findings.",
+                Effect::Changes,
+            ),
+        }
+    }
+}
+
 /// `rimthan.start_workflow`
-pub const START: &str = "rimthan.start_workflow";
+pub const START: &str = WorkflowTool::Start.name();
 /// `rimthan.get_active_step`
-pub const ACTIVE_STEP: &str = "rimthan.get_active_step";
+pub const ACTIVE_STEP: &str = WorkflowTool::ActiveStep.name();
 /// `rimthan.prepare_step_validation`
-pub const PREPARE: &str = "rimthan.prepare_step_validation";
+pub const PREPARE: &str = WorkflowTool::Prepare.name();
 /// `rimthan.submit_step_reports`
-pub const SUBMIT: &str = "rimthan.submit_step_reports";
+pub const SUBMIT: &str = WorkflowTool::Submit.name();
+
+/// What a tool does to a session, as its annotations tell a client.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Effect {
+    /// Reads only; the same call gives the same answer.
+    Reads,
+    /// Changes the session.
+    Changes,
+}
 
 /// Drops schemars' numeric `format`s (`uint64`, …): they are not JSON Schema formats, and every
 /// official client warns about them.
@@ -61,73 +145,26 @@ fn schema_for<T: JsonSchema>() -> Arc<JsonObject> {
 }
 
 fn tool<In: JsonSchema, Out: JsonSchema>(
-    name: &'static str,
+    which: WorkflowTool,
     title: &str,
     description: &str,
+    effect: Effect,
 ) -> Tool {
-    Tool::new(name, description.to_owned(), schema_for::<In>())
+    let reads = effect == Effect::Reads;
+    Tool::new(which.name(), description.to_owned(), schema_for::<In>())
         .with_raw_output_schema(schema_for::<Out>())
         .with_title(title.to_owned())
+        .with_annotations(
+            ToolAnnotations::with_title(title)
+                .read_only(reads)
+                .destructive(false)
+                .idempotent(reads)
+                .open_world(false),
+        )
 }
 
-static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
-    vec![
-        tool::<StartRequest, StartResult>(
-            START,
-            "Start a workflow",
-            "Start a workflow session. Declare only the host and validator capabilities the \
-             harness really has and the adapter pinned for the harness. Returns the active setup \
-             step with its host assets, or every blocker at once.",
-        )
-        .with_annotations(
-            ToolAnnotations::with_title("Start a workflow")
-                .read_only(false)
-                .destructive(false)
-                .idempotent(false)
-                .open_world(false),
-        ),
-        tool::<ActiveStepRequest, StepResult>(
-            ACTIVE_STEP,
-            "Get the active step",
-            "Return the session's active step for a checkpoint, e.g. from \
-             .rimthan/workflow-session.json after a Git handoff. Changes nothing.",
-        )
-        .with_annotations(
-            ToolAnnotations::with_title("Get the active step")
-                .read_only(true)
-                .destructive(false)
-                .idempotent(true)
-                .open_world(false),
-        ),
-        tool::<PrepareRequest, PrepareResult>(
-            PREPARE,
-            "Prepare step validation",
-            "Attest the active step: host_attestation for setup-workspace, output_attestation \
-             for work steps, built by reading the files back. Returns the validation plan, or \
-             every failure with its code.",
-        )
-        .with_annotations(
-            ToolAnnotations::with_title("Prepare step validation")
-                .read_only(false)
-                .destructive(false)
-                .idempotent(false)
-                .open_world(false),
-        ),
-        tool::<SubmitRequest, StepResult>(
-            SUBMIT,
-            "Submit step reports",
-            "Submit one structured report per validator of the plan. All pass: the session \
-             advances; any fail: status revise with findings.",
-        )
-        .with_annotations(
-            ToolAnnotations::with_title("Submit step reports")
-                .read_only(false)
-                .destructive(false)
-                .idempotent(false)
-                .open_world(false),
-        ),
-    ]
-});
+static TOOLS: LazyLock<Vec<Tool>> =
+    LazyLock::new(|| WorkflowTool::ALL.map(WorkflowTool::declaration).to_vec());
 
 /// The four tools, in a fixed order.
 pub(crate) fn list() -> Vec<Tool> {
@@ -202,21 +239,19 @@ pub(crate) async fn call(
     principal: Option<&Principal>,
 ) -> Option<Result<CallToolResult, rmcp::ErrorData>> {
     let started = std::time::Instant::now();
-    let tool = [START, ACTIVE_STEP, PREPARE, SUBMIT]
-        .into_iter()
-        .find(|t| *t == name)?;
-    let (result, (outcome, code)) = dispatch(engine, metrics, tool, arguments, principal).await?;
-    metrics.tool_call(tool, outcome, code, started.elapsed());
+    let tool = WorkflowTool::from_name(name)?;
+    let (result, (outcome, code)) = dispatch(engine, metrics, tool, arguments, principal).await;
+    metrics.tool_call(tool.name(), outcome, code, started.elapsed());
     Some(result)
 }
 
 async fn dispatch(
     engine: &Engine,
     metrics: &Metrics,
-    name: &str,
+    tool: WorkflowTool,
     arguments: Option<JsonObject>,
     principal: Option<&Principal>,
-) -> Option<(Result<CallToolResult, rmcp::ErrorData>, Labels)> {
+) -> (Result<CallToolResult, rmcp::ErrorData>, Labels) {
     macro_rules! run {
         ($request:ty, |$req:ident| $call:expr) => {
             match parse::<$request>(arguments) {
@@ -236,11 +271,10 @@ async fn dispatch(
             }
         };
     }
-    Some(match name {
-        START => run!(StartRequest, |r| engine.start(r, principal)),
-        ACTIVE_STEP => run!(ActiveStepRequest, |r| engine.active_step(r, principal)),
-        PREPARE => run!(PrepareRequest, |r| engine.prepare(r, principal)),
-        SUBMIT => run!(SubmitRequest, |r| engine.submit(r, principal)),
-        _ => return None,
-    })
+    match tool {
+        WorkflowTool::Start => run!(StartRequest, |r| engine.start(r, principal)),
+        WorkflowTool::ActiveStep => run!(ActiveStepRequest, |r| engine.active_step(r, principal)),
+        WorkflowTool::Prepare => run!(PrepareRequest, |r| engine.prepare(r, principal)),
+        WorkflowTool::Submit => run!(SubmitRequest, |r| engine.submit(r, principal)),
+    }
 }

@@ -23,6 +23,28 @@ use rimthan_registry::{
 
 use super::InputError;
 
+/// How callers authenticate (`--auth`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum AuthMode {
+    /// No authentication: every caller is anonymous.
+    None,
+    /// Bearer tokens from a file of their hashes.
+    Tokens,
+    /// JWTs signed by keys from a JWKS file.
+    Jwt,
+    /// JWTs of an OpenID provider, keys from its discovery document.
+    Oidc,
+}
+
+/// How the log on stderr is written (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Lines for a person.
+    Text,
+    /// One JSON object a line.
+    Json,
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
     /// Serve one local harness over stdin/stdout instead of HTTP.
@@ -42,7 +64,7 @@ pub(crate) struct ServeArgs {
     database_url: Option<String>,
     /// workflow-engine or legacy.
     #[arg(long, env = "RIMTHAN_PROFILE", default_value = "workflow-engine")]
-    profile: String,
+    profile: Profile,
     /// Accepted Host headers, comma-separated (default: loopback only). A public deployment
     /// names its host here.
     #[arg(long, env = "RIMTHAN_ALLOWED_HOSTS", value_delimiter = ',')]
@@ -91,8 +113,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "RIMTHAN_PROVENANCE_KEY_FILE")]
     provenance_key_file: Option<PathBuf>,
     /// Caller authentication: none, tokens, jwt or oidc.
-    #[arg(long, env = "RIMTHAN_AUTH", default_value = "none")]
-    auth: String,
+    #[arg(long, env = "RIMTHAN_AUTH", value_enum, default_value_t = AuthMode::None)]
+    auth: AuthMode,
     /// With --auth oidc: the OpenID provider's issuer URL, as its discovery document names it (a
     /// trailing slash aside); its keys come from discovery, and it is advertised as the
     /// authorization server.
@@ -142,8 +164,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "RIMTHAN_RELOAD_INTERVAL", default_value_t = 5)]
     reload_interval: u64,
     /// Log format on stderr: text or json.
-    #[arg(long, env = "RIMTHAN_LOG_FORMAT", default_value = "text")]
-    log_format: String,
+    #[arg(long, env = "RIMTHAN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     /// Delete audit entries older than this many days, and completed sessions last changed
     /// before then (hourly, and at start); default: keep everything.
     #[arg(long, env = "RIMTHAN_RETAIN_DAYS", value_parser = clap::value_parser!(u32).range(1..=MAX_RETAIN_DAYS as i64))]
@@ -218,20 +240,15 @@ impl ServeArgs {
         let logs = tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
             .with_env_filter(filter);
-        match self.log_format.as_str() {
-            "json" => logs
+        match self.log_format {
+            LogFormat::Json => logs
                 .json()
                 .with_current_span(true)
                 .with_span_list(false)
                 .init(),
-            "text" => logs
+            LogFormat::Text => logs
                 .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .init(),
-            other => {
-                return Err(
-                    InputError(format!("unknown log format {other:?}: use text or json")).into(),
-                );
-            }
         }
         let auth = self.auth()?;
         let secret = match &self.checkpoint_secret_file {
@@ -244,7 +261,7 @@ impl ServeArgs {
             None => None,
             Some(path) => Some(read_provenance_key(path)?),
         };
-        let profile: Profile = self.profile.parse().map_err(InputError)?;
+        let profile = self.profile;
         if self.max_buffered_bytes < self.max_body_bytes {
             return Err(InputError(format!(
                 "--max-buffered-bytes ({}) is below --max-body-bytes ({}): no body of the largest accepted size could be read; raise it or lower --max-body-bytes",
@@ -398,16 +415,16 @@ impl ServeArgs {
             .public_url
             .clone()
             .unwrap_or_else(|| format!("http://{}{MCP_PATH}", self.listen));
-        let verifier = match self.auth.as_str() {
-            "none" => return Ok(None),
-            "tokens" => {
+        let verifier = match self.auth {
+            AuthMode::None => return Ok(None),
+            AuthMode::Tokens => {
                 let file = self
                     .auth_tokens_file
                     .as_ref()
                     .ok_or_else(|| InputError("--auth tokens needs --auth-tokens-file".into()))?;
                 Verifier::tokens_from_file(file).map_err(|e| InputError(e.to_string()))?
             }
-            "jwt" => {
+            AuthMode::Jwt => {
                 let file = self
                     .jwks_file
                     .as_ref()
@@ -419,7 +436,7 @@ impl ServeArgs {
                 Verifier::jwt_from_file(file, self.jwt_rules(issuer, &resource)?)
                     .map_err(|e| InputError(e.to_string()))?
             }
-            "oidc" => {
+            AuthMode::Oidc => {
                 let issuer = self
                     .oidc_issuer
                     .clone()
@@ -428,15 +445,9 @@ impl ServeArgs {
                     .map_err(|e| InputError(e.to_string()))?;
                 Verifier::oidc(provider)
             }
-            other => {
-                return Err(InputError(format!(
-                    "unknown auth mode {other:?}: use none, tokens, jwt or oidc"
-                ))
-                .into());
-            }
         };
-        let issuer = match self.auth.as_str() {
-            "oidc" => self.oidc_issuer.clone(),
+        let issuer = match self.auth {
+            AuthMode::Oidc => self.oidc_issuer.clone(),
             _ => self.jwt_issuer.clone(),
         };
         Ok(Some(Arc::new(Auth {

@@ -508,10 +508,9 @@ fn print_report_rounds(session: &rimthan_engine::Session) {
                     r.summary
                 );
                 for f in &r.findings {
-                    let severity = serde_json::to_value(f.severity).unwrap_or_default();
                     println!(
                         "      {} {}: {}",
-                        severity.as_str().unwrap_or("-"),
+                        f.severity,
                         f.path.as_deref().unwrap_or("-"),
                         f.message
                     );

@@ -59,6 +59,19 @@ pub(super) enum Door<'a> {
 }
 
 impl Engine {
+    /// The release `session` is pinned to; releases are never removed, so one missing is the
+    /// registry changed outside the server.
+    pub(super) fn pinned_release(
+        &self,
+        session: &Session,
+    ) -> Result<Arc<VerifiedRelease>, EngineError> {
+        self.releases
+            .snapshot()
+            .release(&session.release)
+            .cloned()
+            .ok_or_else(|| EngineError::PinnedReleaseMissing(session.release.to_string()))
+    }
+
     /// Loads the session `token` names. A checkpoint one behind is current for `retry`, the
     /// request that made the session's latest change.
     async fn load(

@@ -19,8 +19,6 @@ mod transact;
 
 use std::sync::Arc;
 
-use rimthan_registry::VerifiedRelease;
-
 use crate::{
     error::EngineError,
     evidence::statement::statement_for,
@@ -168,13 +166,5 @@ impl Engine {
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
-    }
-
-    fn pinned_release(&self, session: &Session) -> Result<Arc<VerifiedRelease>, EngineError> {
-        self.releases
-            .snapshot()
-            .release(&session.release)
-            .cloned()
-            .ok_or_else(|| EngineError::PinnedReleaseMissing(session.release.to_string()))
     }
 }

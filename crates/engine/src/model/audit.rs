@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::{
     model::checks::{CheckRecord, CheckVerdict},
     model::codes::Code,
+    model::request::Severity,
     model::session::{SessionId, Status, WorkflowRef},
 };
 
@@ -205,7 +206,7 @@ pub struct AuditCheckFinding {
     /// The rule's id.
     pub rule: String,
     /// `error` or `warning`.
-    pub severity: String,
+    pub severity: Severity,
     /// The file concerned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
@@ -226,7 +227,7 @@ impl From<&CheckRecord> for AuditCheck {
                 .iter()
                 .map(|f| AuditCheckFinding {
                     rule: f.rule.clone(),
-                    severity: f.severity.clone(),
+                    severity: f.severity,
                     path: f.path.clone(),
                     line: f.line,
                 })

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::model::request::Severity;
+
 /// The most findings of one check kept with the session and shown; `finding_count` gives the
 /// total (the runtime bounds it at its `max_findings`).
 pub const MAX_KEPT_CHECK_FINDINGS: usize = 50;
@@ -26,7 +28,8 @@ pub struct CheckFinding {
     /// The rule's id.
     pub rule: String,
     /// `error` (fails the step) or `warning`.
-    pub severity: String,
+    #[schemars(with = "String")]
+    pub severity: Severity,
     /// What is wrong.
     pub message: String,
     /// The file concerned.

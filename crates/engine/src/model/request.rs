@@ -285,6 +285,32 @@ pub enum Severity {
     Error,
 }
 
+impl Severity {
+    /// The lowercase spelling used on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for Severity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<rimthan_checks::Severity> for Severity {
+    fn from(severity: rimthan_checks::Severity) -> Self {
+        match severity {
+            rimthan_checks::Severity::Error => Severity::Error,
+            rimthan_checks::Severity::Warning => Severity::Warning,
+        }
+    }
+}
+
 /// One validator report: the base fields below, plus any field the validator's own
 /// `report_schema` (named in the validation plan) declares beyond them. The whole report is
 /// validated against that schema.

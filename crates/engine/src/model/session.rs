@@ -10,6 +10,8 @@ use rimthan_registry::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::model::request::Severity;
+
 /// A session id: 32 lowercase hex digits (128 random bits).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -182,7 +184,8 @@ pub struct Finding {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
     /// `info`, `warning` or `error`.
-    pub severity: String,
+    #[schemars(with = "String")]
+    pub severity: Severity,
     /// What is wrong.
     pub message: String,
     /// The file concerned.

@@ -64,7 +64,7 @@ pub(crate) fn run_checks(
                         .take(MAX_KEPT_CHECK_FINDINGS)
                         .map(|f| CheckFinding {
                             rule: f.rule,
-                            severity: f.severity.as_str().to_owned(),
+                            severity: f.severity.into(),
                             message: f.message,
                             path: f.path,
                             line: f.line,

@@ -9,5 +9,6 @@ pub(crate) mod blockers;
 pub(crate) mod checks;
 pub(crate) mod offers;
 pub(crate) mod reports;
+pub(crate) mod schema;
 pub(crate) mod transition;
 pub(crate) mod view;

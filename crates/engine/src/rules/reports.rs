@@ -7,7 +7,7 @@ use crate::{
     model::codes::{Code, Failure},
     model::request::Report,
     model::session::Session,
-    rules::attestation::schema_failure,
+    rules::schema::schema_failure,
     rules::view::{Pinned, Planned},
 };
 

@@ -14,7 +14,7 @@ use crate::{
         audit::{AuditDecision, Judgement},
         checks::CheckRecord,
         codes::{Code, Failure},
-        request::{Report, RepositoryPolicy, Verdict},
+        request::{Report, RepositoryPolicy, Severity, Verdict},
         session::{
             AcceptedArtifact, Finding, HostBinding, LastRequest, PlanRecord, Principal, Session,
             SessionId, SignedOff, Status, seconds_between,
@@ -146,7 +146,7 @@ pub(crate) fn submitted(
             outputs: plan.outputs,
             waivable: check_findings(&failed_checks)
                 .into_iter()
-                .filter(|f| f.severity == "error")
+                .filter(|f| f.severity == Severity::Error)
                 .collect(),
             approvals: Vec::new(),
             waivers: Vec::new(),
@@ -288,7 +288,7 @@ pub(crate) fn decided(
                 check_id: None,
                 rule: None,
                 line: None,
-                severity: "error".into(),
+                severity: Severity::Error,
                 message: format!("Sent back by {subject}: {text}"),
                 path: None,
                 pointer: None,
@@ -388,7 +388,7 @@ fn check_findings(failed: &[&CheckRecord]) -> Vec<Finding> {
                 check_id: Some(c.id.clone()),
                 rule: Some(f.rule.clone()),
                 line: f.line,
-                severity: f.severity.clone(),
+                severity: f.severity,
                 message: f.message.clone(),
                 path: f.path.clone(),
                 pointer: None,
@@ -406,10 +406,7 @@ fn findings_of(failing: &[&Report]) -> Vec<Finding> {
                 check_id: None,
                 rule: None,
                 line: None,
-                severity: serde_json::to_value(f.severity)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default(),
+                severity: f.severity,
                 message: f.message.clone(),
                 path: f.path.clone(),
                 pointer: f.pointer.clone(),
@@ -419,7 +416,7 @@ fn findings_of(failing: &[&Report]) -> Vec<Finding> {
                 check_id: None,
                 rule: None,
                 line: None,
-                severity: "error".into(),
+                severity: Severity::Error,
                 message: r.summary.clone(),
                 path: None,
                 pointer: None,

@@ -32,7 +32,7 @@ pub(super) fn report_rounds(session: &Session) -> Markup {
                                     td { ul {
                                         @for f in &r.findings {
                                             li {
-                                                (text(serde_json::to_value(f.severity).unwrap_or_default()))
+                                                (f.severity)
                                                 ": " (f.message)
                                                 @if let Some(path) = &f.path { " (" (path) ")" }
                                             }
