@@ -327,6 +327,75 @@ fn an_in_process_run_needs_no_server() {
 }
 
 #[test]
+fn in_process_every_shipped_workflow_completes_when_the_operator_signs_off_under_a_name() {
+    for (workflow, harnesses) in SHIPPED {
+        let (harness, _) = harnesses[0];
+        let project = tempfile::tempdir().unwrap();
+        let dir = project.path().to_str().unwrap();
+        let out = stage(&[
+            "--workflow",
+            workflow,
+            "--harness",
+            harness,
+            "--project",
+            dir,
+            "--sign-off-as",
+            "ada",
+        ]);
+        assert!(out.status.success(), "{workflow}: {}", stderr(&out));
+        let printed = String::from_utf8_lossy(&out.stdout);
+        assert!(printed.contains(": completed"), "{workflow}: {printed}");
+        if workflow == "schema-migration" {
+            assert!(
+                printed.contains("signed off as ada (asserted)"),
+                "{workflow}: {printed}"
+            );
+        }
+    }
+    // Without a name the run stops at the sign-off and says how to give one.
+    let project = tempfile::tempdir().unwrap();
+    let dir = project.path().to_str().unwrap();
+    let waits = stage(&[
+        "--workflow",
+        "schema-migration",
+        "--harness",
+        "codex",
+        "--project",
+        dir,
+    ]);
+    assert_eq!(waits.status.code(), Some(4), "{}", stderr(&waits));
+    assert!(
+        stderr(&waits).contains("--resume --sign-off-as NAME"),
+        "{}",
+        stderr(&waits)
+    );
+    let resumed = stage(&[
+        "--harness",
+        "codex",
+        "--project",
+        dir,
+        "--resume",
+        "--sign-off-as",
+        "ada",
+    ]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    // A server at a URL has its own doors for approvers.
+    let refused = stage(&[
+        "--workflow",
+        "schema-migration",
+        "--harness",
+        "codex",
+        "--url",
+        "http://127.0.0.1:9/mcp",
+        "--project",
+        dir,
+        "--sign-off-as",
+        "ada",
+    ]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+}
+
+#[test]
 fn resuming_without_a_session_file_is_an_input_error() {
     let project = tempfile::tempdir().unwrap();
     let out = stage(&[

@@ -8,7 +8,7 @@ use std::{collections::BTreeMap, path::Path, sync::Arc};
 use rimthan_engine::{
     ActivePayload, ActiveStepRequest, Engine, Operation, Outcome, Principal, Releases, SessionId,
     Status, StepResult, Verdict,
-    approval::{Approver, Decision, DecisionRequest, DecisionResult, FacilitatorOf},
+    approval::{Approver, Decision, DecisionRequest, DecisionResult, FacilitatorOf, Identity},
 };
 use serde_json::Value;
 
@@ -38,6 +38,7 @@ fn facilitator(subject: &str, organization: &str) -> Approver {
         principal: principal(subject, organization),
         facilitator: FacilitatorOf::OwnOrganization,
         roles: Vec::new(),
+        identity: Identity::Verified,
     }
 }
 
@@ -46,6 +47,7 @@ fn release_manager(subject: &str, organization: &str) -> Approver {
         principal: principal(subject, organization),
         facilitator: FacilitatorOf::Nobody,
         roles: vec!["release-manager".parse().unwrap()],
+        identity: Identity::Verified,
     }
 }
 
@@ -54,25 +56,30 @@ struct Session {
     engine: Engine,
     payload: ActivePayload,
     id: SessionId,
+    /// Who the participant is; none where nobody authenticates.
+    me: Option<Principal>,
 }
 
 impl Session {
     async fn at_write_note() -> Self {
+        Self::at_write_note_by(Some(participant())).await
+    }
+
+    async fn at_write_note_by(me: Option<Principal>) -> Self {
         let engine = Engine::new(releases(), sqlite_memory().await, None)
             .await
             .unwrap();
-        let me = participant();
         let start = start();
-        let setup = active(engine.start(start.clone(), Some(&me)).await.unwrap());
+        let setup = active(engine.start(start.clone(), me.as_ref()).await.unwrap());
         let plan = ready(
             engine
-                .prepare(prepare(&setup, &start), Some(&me))
+                .prepare(prepare(&setup, &start), me.as_ref())
                 .await
                 .unwrap(),
         );
         let drafting = step_active(
             engine
-                .submit(submit(&setup, &plan, Verdict::Pass), Some(&me))
+                .submit(submit(&setup, &plan, Verdict::Pass), me.as_ref())
                 .await
                 .unwrap(),
         );
@@ -80,6 +87,7 @@ impl Session {
             id: drafting.session_id.parse().unwrap(),
             engine,
             payload: drafting,
+            me,
         };
         let files = BTreeMap::from([("plan/plan.json", PLAN)]);
         let next = at.submit(&files).await;
@@ -90,17 +98,17 @@ impl Session {
 
     /// Prepares the active step with `files` and submits passing reports.
     async fn submit(&self, files: &BTreeMap<&str, &str>) -> ActivePayload {
-        let me = participant();
+        let me = self.me.as_ref();
         let att = attest(&self.payload, files);
         let plan = ready(
             self.engine
-                .prepare(prepare_with(&self.payload, att), Some(&me))
+                .prepare(prepare_with(&self.payload, att), me)
                 .await
                 .unwrap(),
         );
         step_active(
             self.engine
-                .submit(submit(&self.payload, &plan, Verdict::Pass), Some(&me))
+                .submit(submit(&self.payload, &plan, Verdict::Pass), me)
                 .await
                 .unwrap(),
         )
@@ -138,7 +146,7 @@ impl Session {
         };
         match self
             .engine
-            .active_step(req, Some(&participant()))
+            .active_step(req, self.me.as_ref())
             .await
             .unwrap()
         {
@@ -305,6 +313,7 @@ async fn whoever_the_approval_does_not_name_is_refused_and_nothing_changes() {
                 principal: principal("sam", "acme"),
                 facilitator: FacilitatorOf::Nobody,
                 roles: vec!["dba".parse().unwrap()],
+                identity: Identity::Verified,
             },
             "a holder of another role",
             "approval_not_allowed",
@@ -524,5 +533,67 @@ async fn a_decision_bound_to_what_was_read_is_refused_when_the_output_changed() 
     assert!(
         matches!(bound, DecisionResult::Recorded { .. }),
         "{bound:?}"
+    );
+}
+
+#[tokio::test]
+async fn where_nobody_authenticates_the_operator_signs_off_under_a_name_recorded_as_asserted() {
+    let mut at = Session::at_write_note_by(None).await;
+    at.write_note(NOTE_OK, SQL_OK).await;
+    assert_eq!(at.payload.status, Status::AwaitingApproval);
+    let ada = Approver::asserted("ada".into());
+    assert_eq!(
+        recorded(at.decide(&ada, approve()).await),
+        (Status::AwaitingApproval, 1)
+    );
+    // One name is one person, however often it is given.
+    assert_eq!(
+        refused(at.decide(&ada, approve()).await),
+        "approval_already_given"
+    );
+    recorded(at.decide(&Approver::asserted("bo".into()), approve()).await);
+
+    let stored = at
+        .engine
+        .store()
+        .load_session(&at.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let signed = &stored.signoffs[&"write-note".parse().unwrap()];
+    assert_eq!(signed.approvals.len(), 2);
+    for approval in &signed.approvals {
+        let recorded = serde_json::to_value(approval).unwrap();
+        assert_eq!(recorded["authenticated"], false, "{recorded}");
+        assert_eq!(recorded["basis"], "local_operator", "{recorded}");
+    }
+    let log = at.engine.store().audit_log(&at.id).await.unwrap();
+    let decisions: Vec<_> = log.iter().filter_map(|e| e.decision.as_ref()).collect();
+    assert_eq!(decisions.len(), 3);
+    assert!(decisions.iter().all(|d| d.asserted), "{decisions:?}");
+}
+
+#[tokio::test]
+async fn an_asserted_name_decides_nothing_an_authenticated_participant_started() {
+    // A participant known by subject alone: the session is theirs, not the machine's.
+    let mut alone = Session::at_write_note_by(Some(Principal {
+        subject: "pat".into(),
+        organization: None,
+    }))
+    .await;
+    alone.write_note(NOTE_OK, SQL_OK).await;
+    let before = alone.revision().await;
+    let ada = Approver::asserted("ada".into());
+    assert_eq!(
+        refused(alone.decide(&ada, approve()).await),
+        "approval_not_authenticated"
+    );
+    assert_eq!(alone.revision().await, before);
+    // An organization's session is no session at all to an asserted name.
+    let mut owned = Session::at_write_note().await;
+    owned.write_note(NOTE_OK, SQL_OK).await;
+    assert_eq!(
+        refused(owned.decide(&ada, approve()).await),
+        "session_not_found"
     );
 }

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use rimthan_engine::{
     Principal,
-    approval::{Approver, FacilitatorOf},
+    approval::{Approver, FacilitatorOf, Identity},
 };
 use rimthan_registry::RoleName;
 use serde::Deserialize;
@@ -45,6 +45,7 @@ impl Caller {
                 Some(Sight::All) => FacilitatorOf::Everyone,
             },
             roles: self.roles.clone(),
+            identity: Identity::Verified,
         }
     }
 }

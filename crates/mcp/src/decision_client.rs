@@ -17,7 +17,7 @@ const MAX_ANSWER_BYTES: usize = 64 * 1024;
 pub async fn post_decision(
     server: &str,
     id: &str,
-    token: &str,
+    token: Option<&str>,
     decision: &serde_json::Value,
 ) -> Result<(u16, serde_json::Value), String> {
     let url = format!(
@@ -25,10 +25,13 @@ pub async fn post_decision(
         server.trim_end_matches('/')
     );
     let uri: hyper::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
-    let request = hyper::Request::post(uri)
+    let mut request = hyper::Request::post(uri)
         .header(hyper::header::CONTENT_TYPE, "application/json")
-        .header(hyper::header::ACCEPT, "application/json")
-        .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
+        .header(hyper::header::ACCEPT, "application/json");
+    if let Some(token) = token {
+        request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    let request = request
         .body(Full::new(Bytes::from(decision.to_string())))
         .map_err(|e| format!("{url}: {e}"))?;
     let client = crate::oidc::http_client::<Full<Bytes>>()?;

@@ -183,11 +183,21 @@ struct Waiting {
 }
 
 async fn waiting_for_sign_off() -> Waiting {
+    waiting_on(true).await
+}
+
+/// As [`waiting_for_sign_off`]; without `authenticated`, on a server that authenticates nobody
+/// (the view open on loopback), where the session has no owner.
+async fn waiting_on(authenticated: bool) -> Waiting {
     let dir = tempfile::tempdir().unwrap();
     let file = token_file(dir.path());
     let server = server_on(registry(), Profile::WorkflowEngine).await;
     let engine = server.engine().clone();
     let served = http_server_with(server, |config| {
+        if !authenticated {
+            config.admin = Some(Access::Loopback);
+            return;
+        }
         let auth = Arc::new(Auth {
             verifier: Verifier::tokens_from_file(&file).unwrap(),
             resource: format!("http://{}/mcp", config.listen),
@@ -198,8 +208,10 @@ async fn waiting_for_sign_off() -> Waiting {
         config.auth = Some(auth);
     })
     .await;
-    let transport = StreamableHttpClientTransportConfig::with_uri(served.url.clone())
-        .auth_header("pat".to_owned());
+    let mut transport = StreamableHttpClientTransportConfig::with_uri(served.url.clone());
+    if authenticated {
+        transport = transport.auth_header("pat".to_owned());
+    }
     let client = ().serve(StreamableHttpClientTransport::from_config(transport)).await.unwrap();
     let start = json!({"workflow_id": "release-note", "host": {
         "harness": "codex", "adapter": {"id": "codex", "version": "1.1.0"},
@@ -554,4 +566,134 @@ async fn send_back_counts_no_approvals_bad_bodies_are_named_and_forms_prove_thei
     .await;
     assert_eq!(answer.status, 303, "{}", answer.body);
     assert_eq!(read(&client, &waiting).await["status"], "revise");
+}
+
+#[tokio::test]
+async fn where_nobody_authenticates_the_operator_at_the_machine_signs_off_under_an_asserted_name() {
+    let Waiting {
+        engine,
+        served,
+        client,
+        waiting,
+        ..
+    } = waiting_on(false).await;
+    let addr = served.addr;
+    let origin = format!("http://{addr}");
+    let session = waiting["session_id"].as_str().unwrap().to_owned();
+    let page_path = format!("/admin/sessions/{session}");
+    let api = format!("/admin/api/sessions/{session}/decisions");
+    let get = |path: String| {
+        send(
+            addr,
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
+        )
+    };
+
+    // The page offers the forms, each asking who decides.
+    let page = get(page_path.clone()).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains(r#"name="as""#), "{}", page.body);
+    let csrf = field(&page.body, "csrf");
+    let revision = field(&page.body, "revision");
+    let approve = |name: &str| {
+        format!("csrf={csrf}&step=write-note&revision={revision}&action=approve&as={name}")
+    };
+
+    // No name, or a forged token, decides nothing.
+    let nameless = post_form(
+        addr,
+        &format!("{page_path}/decide"),
+        "",
+        &origin,
+        &approve(""),
+    )
+    .await;
+    assert_eq!(nameless.status, 400, "{}", nameless.body);
+    let forged = approve("ada").replace(&csrf, &"0".repeat(64));
+    let forged = post_form(addr, &format!("{page_path}/decide"), "", &origin, &forged).await;
+    assert_eq!(forged.status, 403, "{}", forged.body);
+
+    // ada approves by the form, bo by the JSON door; nothing else is needed.
+    let by_form = post_form(
+        addr,
+        &format!("{page_path}/decide"),
+        "",
+        &origin,
+        &approve("ada"),
+    )
+    .await;
+    assert_eq!(by_form.status, 303, "{}", by_form.body);
+    let (status, nameless) = post_json(
+        addr,
+        &api,
+        "",
+        &json!({"action": "approve", "step": "write-note"}),
+    )
+    .await;
+    assert_eq!(status, 403, "{nameless}");
+    assert_eq!(nameless["failure"]["code"], "approval_not_authenticated");
+    let (status, answer) = post_json(
+        addr,
+        &api,
+        "",
+        &json!({"action": "approve", "step": "write-note", "as": "bo"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["approvals"], 2);
+
+    // Recorded as asserted, never as proven, and the participant's harness goes on.
+    let id = session.parse().unwrap();
+    let stored = engine.store().load_session(&id).await.unwrap().unwrap();
+    let signed = serde_json::to_value(&stored.signoffs[&"write-note".parse().unwrap()]).unwrap();
+    for approval in signed["approvals"].as_array().unwrap() {
+        assert_eq!(approval["authenticated"], false, "{signed:#}");
+        assert_eq!(approval["basis"], "local_operator", "{signed:#}");
+    }
+    let page = get(page_path).await;
+    assert!(
+        page.body.contains("name asserted, not authenticated"),
+        "{}",
+        page.body
+    );
+    assert_ne!(read(&client, &waiting).await["status"], "awaiting_approval");
+}
+
+#[tokio::test]
+async fn a_server_that_authenticates_refuses_an_asserted_name_at_both_doors() {
+    let Waiting {
+        served, waiting, ..
+    } = waiting_for_sign_off().await;
+    let addr = served.addr;
+    let session = waiting["session_id"].as_str().unwrap().to_owned();
+    let api = format!("/admin/api/sessions/{session}/decisions");
+    let (status, answer) = post_json(
+        addr,
+        &api,
+        "Authorization: Bearer rui\r\n",
+        &json!({"action": "approve", "step": "write-note", "as": "somebody else"}),
+    )
+    .await;
+    assert_eq!(status, 403, "{answer}");
+    assert_eq!(answer["failure"]["code"], "approval_not_authenticated");
+
+    let ann = sign_in(addr, "ann").await;
+    let page_path = format!("/admin/sessions/{session}");
+    let page = get_signed_in(addr, &page_path, &ann).await;
+    assert!(!page.body.contains(r#"name="as""#));
+    let form = format!(
+        "csrf={}&step=write-note&revision={}&action=approve&as=somebody",
+        field(&page.body, "csrf"),
+        field(&page.body, "revision")
+    );
+    let refused = post_form(
+        addr,
+        &format!("{page_path}/decide"),
+        &ann,
+        &format!("http://{addr}"),
+        &form,
+    )
+    .await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert!(refused.body.contains("approval_not_authenticated"));
 }

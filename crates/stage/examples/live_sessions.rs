@@ -51,6 +51,7 @@ async fn main() {
                         fault: None,
                         revise: false,
                         stop_after: Some(1),
+                        sign_off_as: None,
                     };
                     rimthan_stage::run(&config, &mut |_, _, _| {})
                         .await

@@ -60,6 +60,7 @@ async fn main() {
                         fault: None,
                         revise: false,
                         stop_after: None,
+                        sign_off_as: None,
                     };
                     let summary = rimthan_stage::run(&config, &mut |_, _, _| {})
                         .await

@@ -65,9 +65,17 @@ impl Backoff {
 pub(crate) struct Client {
     target: Target,
     running: Mutex<Running>,
+    /// The engine of a server started in this process: the operator at this machine may sign
+    /// off on it under an asserted name (`--sign-off-as`).
+    engine: Option<Arc<rimthan_engine::Engine>>,
 }
 
 impl Client {
+    /// The in-process server's engine; none for a server at a URL.
+    pub(crate) fn local_engine(&self) -> Option<&Arc<rimthan_engine::Engine>> {
+        self.engine.as_ref()
+    }
+
     async fn peer(&self) -> Peer<RoleClient> {
         self.running.lock().await.peer().clone()
     }
@@ -89,7 +97,7 @@ impl Client {
                 return Err(error);
             }
             if matches!(error, ServiceError::TransportClosed)
-                && let Ok(fresh) = connect_once(&self.target).await
+                && let Ok((fresh, _)) = connect_once(&self.target).await
             {
                 let old = std::mem::replace(&mut *self.running.lock().await, fresh);
                 let _ = old.cancel().await;
@@ -153,9 +161,9 @@ fn is_transport(e: &ServiceError) -> bool {
 /// Connects to `target`, retrying a refused or cut handshake over HTTP like any call.
 pub(crate) async fn connect(target: &Target) -> Result<Client, StageError> {
     let mut backoff = Backoff::for_target(target);
-    let running = loop {
+    let (running, engine) = loop {
         match connect_once(target).await {
-            Ok(running) => break running,
+            Ok(connected) => break connected,
             Err(e @ StageError::Connect(_)) => {
                 if !backoff.wait().await {
                     return Err(e);
@@ -167,10 +175,14 @@ pub(crate) async fn connect(target: &Target) -> Result<Client, StageError> {
     Ok(Client {
         target: target.clone(),
         running: Mutex::new(running),
+        engine,
     })
 }
 
-async fn connect_once(target: &Target) -> Result<Running, StageError> {
+/// A connection, and the engine when the server runs in this process.
+async fn connect_once(
+    target: &Target,
+) -> Result<(Running, Option<Arc<rimthan_engine::Engine>>), StageError> {
     let err = |e: &dyn std::fmt::Display| StageError::Connect(e.to_string());
     match target {
         Target::Url {
@@ -183,7 +195,7 @@ async fn connect_once(target: &Target) -> Result<Running, StageError> {
                 config = config.auth_header(token.clone());
             }
             let transport = StreamableHttpClientTransport::from_config(config);
-            match protocol {
+            let running = match protocol {
                 Protocol::V2025_11_25 => ().serve(transport).await.map_err(|e| err(&e)),
                 Protocol::V2026_07_28 => ()
                     .serve_with_lifecycle(
@@ -194,7 +206,8 @@ async fn connect_once(target: &Target) -> Result<Running, StageError> {
                     )
                     .await
                     .map_err(|e| err(&e)),
-            }
+            }?;
+            Ok((running, None))
         }
         Target::InProcess {
             database_url,
@@ -218,11 +231,13 @@ async fn connect_once(target: &Target) -> Result<Running, StageError> {
                 .await
                 .map_err(|e| err(&e))?;
             let releases = Arc::new(rimthan_engine::Releases::new(registry, channel.clone()));
-            let engine = rimthan_engine::Engine::new(releases, store, None)
-                .await
-                .map_err(|e| err(&e))?;
+            let engine = Arc::new(
+                rimthan_engine::Engine::new(releases, store, None)
+                    .await
+                    .map_err(|e| err(&e))?,
+            );
             let server = rimthan_mcp::RimthanServer::new(
-                Arc::new(engine),
+                engine.clone(),
                 rimthan_mcp::Profile::WorkflowEngine,
             );
             let (server_io, client_io) = tokio::io::duplex(1 << 20);
@@ -231,7 +246,8 @@ async fn connect_once(target: &Target) -> Result<Running, StageError> {
                     let _ = running.waiting().await;
                 }
             });
-            ().serve(client_io).await.map_err(|e| err(&e))
+            let running = ().serve(client_io).await.map_err(|e| err(&e))?;
+            Ok((running, Some(engine)))
         }
     }
 }

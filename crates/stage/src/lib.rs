@@ -105,6 +105,16 @@ pub enum StageError {
         /// Blocker codes.
         codes: Vec<String>,
     },
+    /// A sign-off given with `--sign-off-as` was refused.
+    #[error("the sign-off of step {step} was refused: {message} ({code})")]
+    SignOffRefused {
+        /// The step.
+        step: String,
+        /// The refusal's code.
+        code: String,
+        /// Its message.
+        message: String,
+    },
     /// A call was rejected.
     #[error("step {step}: {tool} was rejected: {}", codes.join(", "))]
     Rejected {
@@ -200,6 +210,9 @@ pub struct StageConfig {
     pub revise: bool,
     /// Stop after this many report submissions, leaving the session where it stands.
     pub stop_after: Option<usize>,
+    /// Sign off every step that waits for it under this name, as the operator at this machine
+    /// (in-process only, where nobody authenticates: recorded as asserted).
+    pub sign_off_as: Option<String>,
 }
 
 /// How a step went.

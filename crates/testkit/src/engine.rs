@@ -376,7 +376,7 @@ pub async fn pass_step(
 /// would decide; the decisions are the engine's own, audited like any other.
 pub async fn sign_off(engine: &Engine, session: &SessionId) {
     use rimthan_engine::approval::{
-        Approver, Decision, DecisionRequest, DecisionResult, FacilitatorOf,
+        Approver, Decision, DecisionRequest, DecisionResult, FacilitatorOf, Identity,
     };
     let mut approver = 0;
     loop {
@@ -398,6 +398,7 @@ pub async fn sign_off(engine: &Engine, session: &SessionId) {
             },
             facilitator: FacilitatorOf::Everyone,
             roles: Vec::new(),
+            identity: Identity::Verified,
         };
         let req = DecisionRequest {
             session: session.clone(),

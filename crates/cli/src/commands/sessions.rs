@@ -89,6 +89,10 @@ struct ServerArgs {
     /// The environment variable that holds your bearer token (never the token itself).
     #[arg(long, default_value = "RIMTHAN_TOKEN")]
     token_env: String,
+    /// Decide under this name, on a server that authenticates nobody (loopback only): the
+    /// decision is recorded as asserted, not authenticated. Needs no token.
+    #[arg(long = "as", value_name = "NAME")]
+    asserted: Option<String>,
     /// The session id.
     id: String,
     /// The step waiting for sign-off.
@@ -142,12 +146,19 @@ pub(crate) struct WaiveArgs {
 impl ServerArgs {
     /// Posts `decision` and prints the answer; a refusal is an error naming its code.
     async fn post(&self, mut decision: serde_json::Value) -> anyhow::Result<()> {
-        let token = std::env::var(&self.token_env).map_err(|_| {
-            InputError(format!(
-                "set {} to your bearer token (--token-env names another variable)",
-                self.token_env
-            ))
-        })?;
+        let token = match &self.asserted {
+            Some(name) => {
+                decision["as"] = json!(name);
+                None
+            }
+            None => Some(std::env::var(&self.token_env).map_err(|_| {
+                InputError(format!(
+                    "set {} to your bearer token (--token-env names another variable), or on a \
+                     server that authenticates nobody name yourself with --as",
+                    self.token_env
+                ))
+            })?),
+        };
         decision["step"] = json!(self.step);
         if !self.expect_sha256.is_empty() {
             decision["expect_sha256"] = json!(self.expect_sha256);
@@ -155,10 +166,14 @@ impl ServerArgs {
         if let Some(revision) = self.revision {
             decision["revision"] = json!(revision);
         }
-        let (status, answer) =
-            rimthan_mcp::decision_client::post_decision(&self.server, &self.id, &token, &decision)
-                .await
-                .map_err(anyhow::Error::msg)?;
+        let (status, answer) = rimthan_mcp::decision_client::post_decision(
+            &self.server,
+            &self.id,
+            token.as_deref(),
+            &decision,
+        )
+        .await
+        .map_err(anyhow::Error::msg)?;
         println!("{}", serde_json::to_string_pretty(&answer)?);
         if answer["result"] == "recorded" {
             Ok(())

@@ -41,6 +41,10 @@ pub(crate) struct StageArgs {
     /// --revise and 1, in `revise`).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     stop_after: Option<u32>,
+    /// Sign off every step that waits for it under this name, as the operator at this machine
+    /// (in-process only, where nobody authenticates: recorded as asserted, not authenticated).
+    #[arg(long, value_name = "NAME")]
+    sign_off_as: Option<String>,
     /// A bearer token for a server at --url that authenticates callers.
     #[arg(long, env = "RIMTHAN_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -111,6 +115,22 @@ impl StageArgs {
             )
             .into());
         }
+        if self.url.is_some() && self.sign_off_as.is_some() {
+            return Err(InputError(
+                "--sign-off-as is for the in-process server; at a server at --url approvers \
+                 decide at /admin or with `rimthan sessions approve`"
+                    .into(),
+            )
+            .into());
+        }
+        if let Some(name) = &self.sign_off_as
+            && (name.trim().is_empty() || name.len() > 128 || name.chars().any(char::is_control))
+        {
+            return Err(InputError(
+                "--sign-off-as takes a name of 1 to 128 bytes without control characters".into(),
+            )
+            .into());
+        }
         if self.url.is_none() && self.token.is_some() {
             return Err(InputError(
                 "--token is for a server at --url; the in-process server authenticates no one"
@@ -154,6 +174,7 @@ impl StageArgs {
             fault,
             revise: self.revise,
             stop_after: self.stop_after.map(|n| n as usize),
+            sign_off_as: self.sign_off_as,
         };
         let bar = std::io::stderr().is_terminal();
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -213,9 +234,9 @@ impl StageArgs {
                 // participant (docs/operations/facilitator.md §5).
                 Target::InProcess { .. } => {
                     eprintln!(
-                        "the in-process server authenticates no one, so nobody can sign off \
-                         here: stage against a server with credentials (--url) to see the step \
-                         decided"
+                        "the in-process server authenticates no one: sign off at this machine \
+                         with --resume --sign-off-as NAME (recorded as asserted), or stage \
+                         against a server with credentials (--url)"
                     );
                     None
                 }

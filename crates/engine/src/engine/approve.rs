@@ -13,7 +13,8 @@ use crate::{
     error::EngineError,
     model::{
         approval::{
-            Approver, Decision, DecisionRequest, DecisionResult, MAX_NOTE_BYTES, unknown_session,
+            Approver, Decision, DecisionRequest, DecisionResult, Identity, MAX_NOTE_BYTES,
+            unknown_session,
         },
         audit::{AuditDecision, Operation, Outcome},
         session::now_rfc3339,
@@ -58,7 +59,7 @@ impl Engine {
                             Some(&approver.principal),
                         );
                         audit.codes = vec![failure.code];
-                        audit.decision = Some(asked(&req));
+                        audit.decision = Some(asked(&req, approver));
                         return Ok(Ruling::Answer(DecisionResult::Refused { failure }, audit));
                     }
                 };
@@ -107,13 +108,14 @@ impl Engine {
 /// What a refused decision asked for, as its audit entry keeps it: the note or reason too
 /// (cut to [`MAX_NOTE_BYTES`] where it was refused for its length), so a refusal loses nothing a
 /// person wrote.
-fn asked(req: &DecisionRequest) -> AuditDecision {
+fn asked(req: &DecisionRequest, approver: &Approver) -> AuditDecision {
     let kept = |text: &str| {
         let kept = &text[..text.floor_char_boundary(MAX_NOTE_BYTES)];
         Some(kept.to_owned()).filter(|t| !t.trim().is_empty())
     };
     let mut record = AuditDecision {
         step: req.step.to_string(),
+        asserted: approver.identity == Identity::Asserted,
         ..AuditDecision::default()
     };
     match &req.decision {

@@ -42,6 +42,9 @@ pub enum Basis {
     Role(RoleName),
     /// A facilitator of the session's organization, or of every organization.
     Facilitator,
+    /// The operator at the machine of a server that authenticates nobody, under a name they
+    /// gave: nothing proves who they are, nor that they are not the participant.
+    LocalOperator,
 }
 
 impl std::fmt::Display for Basis {
@@ -49,6 +52,7 @@ impl std::fmt::Display for Basis {
         match self {
             Self::Role(role) => f.write_str(role.as_str()),
             Self::Facilitator => f.write_str("facilitator"),
+            Self::LocalOperator => f.write_str("local operator"),
         }
     }
 }
@@ -64,6 +68,10 @@ pub struct Signoff {
     /// On what ground they approved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub basis: Option<Basis>,
+    /// Whether verified credentials named them; `false` (and only then written) for a name the
+    /// operator at the machine asserted.
+    #[serde(default = "verified", skip_serializing_if = "is_verified")]
+    pub authenticated: bool,
     /// RFC 3339 time.
     pub at: String,
     /// What they said, if anything.
@@ -90,10 +98,31 @@ pub struct Waiver {
     /// On what ground they waived it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub basis: Option<Basis>,
+    /// Whether verified credentials named them; `false` (and only then written) for a name the
+    /// operator at the machine asserted.
+    #[serde(default = "verified", skip_serializing_if = "is_verified")]
+    pub authenticated: bool,
     /// Why.
     pub reason: String,
     /// RFC 3339 time.
     pub at: String,
+}
+
+fn verified() -> bool {
+    true
+}
+
+fn is_verified(authenticated: &bool) -> bool {
+    *authenticated
+}
+
+/// How an approver's name is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Identity {
+    /// From credentials the server verified.
+    Verified,
+    /// Only asserted, by the operator at the machine of a server that authenticates nobody.
+    Asserted,
 }
 
 /// Which sessions a facilitator may act on.
@@ -116,6 +145,8 @@ pub struct Approver {
     pub facilitator: FacilitatorOf,
     /// The roles their credentials grant.
     pub roles: Vec<RoleName>,
+    /// Whether credentials named them, or they only said who they are.
+    pub identity: Identity,
 }
 
 /// What an approver decides.
@@ -194,6 +225,21 @@ pub fn unknown_session(id: &str) -> Failure {
 }
 
 impl Approver {
+    /// The operator at the machine of a server that authenticates nobody, deciding under the
+    /// name they give: what they decide is recorded as asserted (`docs/operations/facilitator.md`
+    /// §5).
+    pub fn asserted(name: String) -> Self {
+        Self {
+            principal: Principal {
+                subject: name,
+                organization: None,
+            },
+            facilitator: FacilitatorOf::Nobody,
+            roles: Vec::new(),
+            identity: Identity::Asserted,
+        }
+    }
+
     /// Whether they may learn anything of a session started by `participant`: people of its
     /// organization, facilitators of every organization, and anyone for a session of no
     /// organization. Every door checks it before any other check, so nothing else about the

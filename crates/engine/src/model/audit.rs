@@ -165,6 +165,10 @@ pub struct AuditDecision {
     /// A waiver's output digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_sha256: Option<String>,
+    /// Whether the decider's name was only asserted (where nobody authenticates), not
+    /// verified; written only when it was.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub asserted: bool,
 }
 
 /// What the validators of one step decided on a submission: the facts the facilitator's

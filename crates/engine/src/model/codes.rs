@@ -158,6 +158,9 @@ codes! {
     /// The caller may not decide on this step: not named by its approval, the session's own
     /// participant, or of another organization.
     ApprovalNotAllowed = "approval_not_allowed",
+    /// An asserted name (where nobody authenticates) deciding where only verified credentials
+    /// may: on a server with authentication, or on a session an authenticated participant started.
+    ApprovalNotAuthenticated = "approval_not_authenticated",
     /// The session is not waiting for sign-off of this step.
     ApprovalNotPending = "approval_not_pending",
     /// The session changed since the revision the approver looked at.

@@ -3,7 +3,7 @@
 use rimthan_registry::{Approval, RoleName};
 
 use crate::model::{
-    approval::{Approver, Basis, FacilitatorOf, MAX_NOTE_BYTES},
+    approval::{Approver, Basis, FacilitatorOf, Identity, MAX_NOTE_BYTES},
     codes::{Code, Failure},
     session::Principal,
 };
@@ -14,6 +14,19 @@ pub(crate) fn may_decide(
     approver: &Approver,
     participant: Option<&Principal>,
 ) -> Result<Basis, Failure> {
+    if approver.identity == Identity::Asserted {
+        // Nobody authenticates here: the operator at the machine decides under the name they
+        // give, and whether that is the participant cannot be proven (the basis says so). A
+        // session an authenticated participant started is for verified credentials only.
+        return match participant {
+            None => Ok(Basis::LocalOperator),
+            Some(_) => Err(Failure::new(
+                Code::ApprovalNotAuthenticated,
+                "an authenticated participant started this session; decide with your own \
+                 credentials, not an asserted name",
+            )),
+        };
+    }
     let own = participant.is_some_and(|p| p.subject == approver.principal.subject);
     if own && !approval.self_approval {
         return Err(Failure::new(

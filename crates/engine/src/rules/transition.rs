@@ -10,7 +10,9 @@ use rimthan_registry::{Sha256Digest, VerifiedRelease, Workflow};
 
 use crate::{
     model::{
-        approval::{Approver, Decision, DecisionRequest, PendingApproval, Signoff, Waiver},
+        approval::{
+            Approver, Decision, DecisionRequest, Identity, PendingApproval, Signoff, Waiver,
+        },
         audit::{AuditDecision, Judgement},
         checks::CheckRecord,
         codes::{Code, Failure},
@@ -232,6 +234,7 @@ pub(crate) fn decided(
     let mut next = session.clone();
     let mut record = AuditDecision {
         step: req.step.to_string(),
+        asserted: approver.identity == Identity::Asserted,
         ..AuditDecision::default()
     };
     let subject = &approver.principal.subject;
@@ -261,6 +264,7 @@ pub(crate) fn decided(
                 subject: subject.clone(),
                 organization: approver.principal.organization.clone(),
                 basis: Some(basis),
+                authenticated: approver.identity == Identity::Verified,
                 at: now.to_owned(),
                 note: text,
             });
@@ -330,6 +334,7 @@ pub(crate) fn decided(
                 output_sha256: output.sha256,
                 subject: subject.clone(),
                 basis: Some(basis),
+                authenticated: approver.identity == Identity::Verified,
                 reason: reason.clone(),
                 at: now.to_owned(),
             };

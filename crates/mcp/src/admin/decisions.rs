@@ -7,7 +7,12 @@
 //! process drew at start) and come from this server's origin. A program (`rimthan sessions approve`)
 //! posts JSON with its own bearer token in `Authorization`, which no other site can make a
 //! browser send, so it needs no CSRF token; it is refused the cookie. Who may decide is the
-//! engine's to say, from the caller's verified identity; unauthenticated callers never may.
+//! engine's to say, from the caller's verified identity.
+//!
+//! A server that authenticates nobody listens on loopback only, so whoever reaches `/admin` is
+//! at the machine: there the decider names themselves (`as`), the form's token is bound to the
+//! loopback door, and the engine records the name as asserted, never as verified. A server with
+//! authentication refuses an asserted name (`approval_not_authenticated`).
 
 use std::collections::BTreeMap;
 
@@ -34,6 +39,12 @@ use crate::auth;
 
 /// Longest note or reason accepted, in bytes: the engine's bound, checked before it runs.
 const MAX_NOTE_BYTES: usize = rimthan_engine::approval::MAX_NOTE_BYTES;
+
+/// Longest asserted name, in bytes.
+const MAX_ASSERTED_NAME_BYTES: usize = 128;
+
+/// What the loopback door's form tokens are bound to, in place of a sign-in's handle.
+pub(crate) const LOOPBACK_LOGIN: &str = "loopback operator";
 
 /// The key CSRF tokens are made with: drawn once per process, so a restart signs everyone's
 /// open forms out, which is the safe side.
@@ -96,6 +107,26 @@ pub(crate) struct DecisionInput {
     /// The form's CSRF token (forms only).
     #[serde(default)]
     csrf: Option<String>,
+    /// The name the operator at the machine decides under, where nobody authenticates.
+    #[serde(default, rename = "as")]
+    asserted: Option<String>,
+}
+
+/// The operator at the machine under the name they gave: trimmed, 1 to
+/// [`MAX_ASSERTED_NAME_BYTES`] bytes, no control characters.
+fn asserted_approver(name: Option<&str>) -> Result<Approver, Refusal> {
+    let name = name.map(str::trim).unwrap_or_default();
+    if name.is_empty() {
+        return Err(Refusal::bad_input(
+            "This server authenticates nobody: give your name (as), which is recorded as asserted.",
+        ));
+    }
+    if name.len() > MAX_ASSERTED_NAME_BYTES || name.chars().any(char::is_control) {
+        return Err(Refusal::bad_input(format!(
+            "Your name is at most {MAX_ASSERTED_NAME_BYTES} bytes, without control characters."
+        )));
+    }
+    Ok(Approver::asserted(name.to_owned()))
 }
 
 /// `expect_sha256` as a form (one string) or a program (a list) sends it.
@@ -220,7 +251,7 @@ async fn session_of(
 /// The HTTP status a refused decision answers with.
 fn refused_status(code: &str) -> StatusCode {
     match code {
-        "approval_not_allowed" => StatusCode::FORBIDDEN,
+        "approval_not_allowed" | "approval_not_authenticated" => StatusCode::FORBIDDEN,
         "session_not_found" => StatusCode::NOT_FOUND,
         "approval_note_required" => StatusCode::BAD_REQUEST,
         _ => StatusCode::CONFLICT,
@@ -245,10 +276,21 @@ pub(crate) async fn form(
     if !same_origin(&headers) {
         return Err(forbidden("The form was posted from another site."));
     }
-    let (Some(approver), Some(login)) = (viewer.approver.as_ref(), viewer.login.as_deref()) else {
-        return Err(forbidden(
-            "Decisions need a signed-in approver; this view is open without authentication.",
-        ));
+    let (approver, login) = match (&state.access, &viewer.approver, viewer.login.as_deref()) {
+        (super::Access::Loopback, _, _) => (
+            asserted_approver(input.asserted.as_deref())?,
+            LOOPBACK_LOGIN,
+        ),
+        (super::Access::Facilitators(_), _, _) if input.asserted.is_some() => {
+            return Err(forbidden(
+                "This server authenticates its approvers; a name given in the form decides \
+                 nothing here (approval_not_authenticated).",
+            ));
+        }
+        (super::Access::Facilitators(_), Some(approver), Some(login)) => (approver.clone(), login),
+        (super::Access::Facilitators(_), _, _) => {
+            return Err(forbidden("Decisions need a signed-in approver."));
+        }
     };
     let valid = input
         .csrf
@@ -259,6 +301,7 @@ pub(crate) async fn form(
             "The form's token does not match your sign-in; reload the page and decide again.",
         ));
     }
+    let approver = &approver;
     let (session, current) = session_of(&state, &id, approver).await?;
     if input.revision.is_none() {
         return Err(Refusal::bad_input("The form names no revision."));
@@ -295,6 +338,10 @@ pub(crate) fn outcome(decided: Option<&str>, refused: Option<&str>) -> Option<St
     // Only codes a decision is refused with; anything else in the query shows nothing.
     let why = match Code::from_wire(refused?)? {
         Code::ApprovalNotAllowed => "this step is signed off by someone else (see who below)",
+        Code::ApprovalNotAuthenticated => {
+            "an authenticated participant started this session, so only verified credentials \
+             decide on it"
+        }
         Code::ApprovalStale => {
             "the session changed since you opened the page; read it again and decide"
         }
@@ -328,32 +375,30 @@ pub(crate) async fn api(
             json!({"result": "refused", "failure": {"code": code, "message": message, "detail": {}}}),
         )
     };
-    let super::Access::Facilitators(credentials) = &state.access else {
-        return refusal(
-            StatusCode::FORBIDDEN,
-            "approval_not_allowed",
-            "decisions need authenticated approvers; this server runs without authentication",
-        );
-    };
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(auth::bearer_token);
-    let Some(token) = token else {
-        return refusal(
-            StatusCode::UNAUTHORIZED,
-            "approval_not_allowed",
-            "send your own token as Authorization: Bearer",
-        );
-    };
-    let caller = match credentials.verifier.verify(token).await {
-        Ok(caller) => caller,
-        Err(reason) => {
-            return refusal(
-                StatusCode::UNAUTHORIZED,
-                "approval_not_allowed",
-                &format!("the server refused the token: {reason}"),
-            );
+    let approver = match &state.access {
+        super::Access::Loopback => None,
+        super::Access::Facilitators(credentials) => {
+            let token = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(auth::bearer_token);
+            let Some(token) = token else {
+                return refusal(
+                    StatusCode::UNAUTHORIZED,
+                    "approval_not_allowed",
+                    "send your own token as Authorization: Bearer",
+                );
+            };
+            match credentials.verifier.verify(token).await {
+                Ok(caller) => Some(caller.approver()),
+                Err(reason) => {
+                    return refusal(
+                        StatusCode::UNAUTHORIZED,
+                        "approval_not_allowed",
+                        &format!("the server refused the token: {reason}"),
+                    );
+                }
+            }
         }
     };
     // A body that is not a decision answers in the door's own shape, after authentication
@@ -371,7 +416,7 @@ pub(crate) async fn api(
                 "request_invalid",
                 &format!(
                     "the body is not a decision ({reason}); send JSON with action, step and \
-                     optionally revision, note, check, rule and path"
+                     optionally revision, note, check, rule, path, expect_sha256 and as"
                 ),
             );
         }
@@ -383,7 +428,31 @@ pub(crate) async fn api(
             "csrf belongs to forms; a program authenticates with its bearer token",
         );
     }
-    let approver = caller.approver();
+    let approver = match approver {
+        Some(_) if input.asserted.is_some() => {
+            return refusal(
+                StatusCode::FORBIDDEN,
+                "approval_not_authenticated",
+                "this server authenticates its approvers: decide with your own token, not an \
+                 asserted name (as)",
+            );
+        }
+        Some(approver) => approver,
+        None => match asserted_approver(input.asserted.as_deref()) {
+            Ok(approver) => approver,
+            Err(refused) => {
+                return refusal(
+                    StatusCode::FORBIDDEN,
+                    "approval_not_authenticated",
+                    &format!(
+                        "{} This server authenticates nobody; only the operator at the machine \
+                         decides, under the name they give",
+                        refused.message
+                    ),
+                );
+            }
+        },
+    };
     let result = async {
         let (session, current) = session_of(&state, &id, &approver).await?;
         let request = input.request(session, current)?;

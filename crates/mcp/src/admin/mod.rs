@@ -520,7 +520,16 @@ async fn session(
         .map(step_ids)
         .unwrap_or_default();
     let chain = rimthan_engine::chain::verify_session_chain(&**store, &id).await?;
-    let csrf = viewer.login.as_deref().map(|login| state.csrf.token(login));
+    // Where nobody authenticates, the operator at the machine decides under a name they give;
+    // their forms' token is bound to the loopback door itself.
+    let (login, asserted) = match (&state.access, viewer.login.as_deref()) {
+        (Access::Loopback, _) => (Some(decisions::LOOPBACK_LOGIN), true),
+        (Access::Facilitators(_), login) => (login, false),
+    };
+    let csrf = login.map(|login| state.csrf.token(login));
+    let deciding = csrf
+        .as_deref()
+        .map(|csrf| signoff::Deciding { csrf, asserted });
     // A query no decision wrote is no outcome to show, not an error.
     let after = after.map(|Query(a)| a).unwrap_or_default();
     let outcome = decisions::outcome(after.decided.as_deref(), after.refused.as_deref());
@@ -528,7 +537,7 @@ async fn session(
         @if let Some(outcome) = outcome {
             p.notice id="decision-outcome" role="status" { (outcome) }
         }
-        (signoff::panel(&session, csrf.as_deref()))
+        (signoff::panel(&session, deciding.as_ref()))
         (signoff::given(&session))
     };
     Ok(page(

@@ -2,7 +2,8 @@
 //! waiting for sign-off, what the approval covers (the outputs' digests, the last round's
 //! reports and check results, the findings to waive) and, for a signed-in approver, the forms
 //! that approve, send back and waive. Whether this approver may decide is the engine's to say
-//! when they post; the page shows the forms to every signed-in facilitator.
+//! when they post; the page shows the forms to every signed-in facilitator, and on a server that
+//! authenticates nobody (loopback only) to the operator at the machine, who names themselves.
 
 use maud::{Markup, html};
 use rimthan_engine::{
@@ -10,9 +11,16 @@ use rimthan_engine::{
     approval::{Signoff, Waiver},
 };
 
-/// The panel, empty unless the session waits for sign-off. `csrf` is the signed-in viewer's
-/// form token; without one, the page explains that deciding needs a sign-in.
-pub(super) fn panel(session: &Session, csrf: Option<&str>) -> Markup {
+/// Who the forms are for: their CSRF token, and whether the decider names themselves (a name
+/// asserted at the machine where nobody authenticates) or is known by their sign-in.
+pub(super) struct Deciding<'a> {
+    pub(super) csrf: &'a str,
+    pub(super) asserted: bool,
+}
+
+/// The panel, empty unless the session waits for sign-off. Without `deciding` (nobody may
+/// decide here), the page explains what deciding needs.
+pub(super) fn panel(session: &Session, deciding: Option<&Deciding<'_>>) -> Markup {
     let Some(pending) = session
         .approval
         .as_ref()
@@ -32,12 +40,16 @@ pub(super) fn panel(session: &Session, csrf: Option<&str>) -> Markup {
         .iter()
         .map(|(path, artifact)| format!("{path}={}\n", artifact.sha256))
         .collect();
-    let hidden = |csrf: &str| {
+    let hidden = |deciding: &Deciding<'_>| {
         html! {
-            input type="hidden" name="csrf" value=(csrf);
+            input type="hidden" name="csrf" value=(deciding.csrf);
             input type="hidden" name="step" value=(step);
             input type="hidden" name="revision" value=(session.revision);
             input type="hidden" name="expect_sha256" value=(shown);
+            @if deciding.asserted {
+                label { "Your name (recorded as asserted: nobody is signed in here) "
+                    input type="text" name="as" required maxlength="128" autocomplete="name"; }
+            }
         }
     };
     html! {
@@ -87,9 +99,9 @@ pub(super) fn panel(session: &Session, csrf: Option<&str>) -> Markup {
                             " · " (f.path.as_deref().unwrap_or(""))
                             @if let Some(line) = f.line { ":" (line) }
                             ": " (f.message)
-                            @if let Some(csrf) = csrf {
+                            @if let Some(deciding) = deciding {
                                 form method="post" action=(action) class="waive" {
-                                    (hidden(csrf))
+                                    (hidden(deciding))
                                     input type="hidden" name="action" value="waive";
                                     input type="hidden" name="check" value=(f.check_id.as_deref().unwrap_or(""));
                                     input type="hidden" name="rule" value=(f.rule.as_deref().unwrap_or(""));
@@ -102,16 +114,16 @@ pub(super) fn panel(session: &Session, csrf: Option<&str>) -> Markup {
                     }
                 }
             }
-            @if let Some(csrf) = csrf {
+            @if let Some(deciding) = deciding {
                 form method="post" action=(action) id="approve" {
-                    (hidden(csrf))
+                    (hidden(deciding))
                     input type="hidden" name="action" value="approve";
                     label for="approve-note" { "Note (optional)" }
                     textarea id="approve-note" name="note" maxlength="4096" {}
                     button type="submit" { "Approve" }
                 }
                 form method="post" action=(action) id="send-back" {
-                    (hidden(csrf))
+                    (hidden(deciding))
                     input type="hidden" name="action" value="send_back";
                     label for="send-back-note" { "What to change (required)" }
                     textarea id="send-back-note" name="note" required maxlength="4096" {}
@@ -155,6 +167,7 @@ fn approval(a: &Signoff) -> Markup {
     html! {
         strong { (a.subject) }
         @if let Some(basis) = &a.basis { " (" (basis) ")" }
+        @if !a.authenticated { " (name asserted, not authenticated)" }
         " approved at " (a.at)
         @if let Some(note) = &a.note { ": " (note) }
     }
@@ -165,6 +178,7 @@ fn waiver(w: &Waiver) -> Markup {
     html! {
         strong { (w.subject) }
         @if let Some(basis) = &w.basis { " (" (basis) ")" }
+        @if !w.authenticated { " (name asserted, not authenticated)" }
         " waived check " code { (w.check_id) } " rule " code { (w.rule) } " in " code { (w.path) }
         " at " (w.at) ": " (w.reason)
     }
