@@ -195,3 +195,82 @@ fn stage_stops_at_sign_off_and_approvers_decide_from_the_command_line() {
     line("approve_step", "by rui: Checked.");
     line("approve_step", "by ann: Checked.");
 }
+
+#[test]
+fn serve_with_no_flags_completes_a_sign_off_given_at_the_machine_under_an_asserted_name() {
+    // The README's `serve` (embedded registry, no authentication) and a shipped workflow whose
+    // step needs sign-off: the participant's harness stops there, the operator at the machine
+    // approves under their name, and the session completes.
+    let dir = tempfile::tempdir().unwrap();
+    let mut serve = Command::new(BIN);
+    serve
+        .args(["serve", "--listen", "127.0.0.1:0", "--database-url"])
+        .arg(format!(
+            "sqlite://{}",
+            dir.path().join("db.sqlite").display()
+        ));
+    let (served, port) = serve_on_free_port(serve);
+    let server = format!("http://127.0.0.1:{port}");
+    let url = format!("{server}/mcp");
+    let project = dir.path().join("project");
+    let run = |resume: bool| {
+        let mut command = Command::new(BIN);
+        command
+            .args([
+                "stage",
+                "--harness",
+                "codex",
+                "--workflow",
+                "schema-migration",
+            ])
+            .args(["--url", &url, "--project"])
+            .arg(&project);
+        if resume {
+            command.arg("--resume");
+        }
+        command.output().unwrap()
+    };
+    let waits = run(false);
+    assert_eq!(waits.status.code(), Some(4), "{}", text(&waits.stderr));
+    let file: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(project.join(".rimthan/workflow-session.json")).unwrap(),
+    )
+    .unwrap();
+    let session = file["session_id"].as_str().unwrap().to_owned();
+    let step = file["active_step"].as_str().unwrap().to_owned();
+
+    // Without a name, or with a token but no name, nothing is decided.
+    let nameless = Command::new(BIN)
+        .args([
+            "sessions", "approve", &session, "--step", &step, "--server", &server,
+        ])
+        .env("RIMTHAN_TOKEN", "anything")
+        .output()
+        .unwrap();
+    assert_eq!(
+        nameless.status.code(),
+        Some(1),
+        "{}",
+        text(&nameless.stderr)
+    );
+    assert!(text(&nameless.stderr).contains("approval_not_authenticated"));
+    let approved = Command::new(BIN)
+        .args([
+            "sessions", "approve", &session, "--step", &step, "--server", &server,
+        ])
+        .args(["--as", "ada", "--note", "Read at the machine."])
+        .env_remove("RIMTHAN_TOKEN")
+        .output()
+        .unwrap();
+    assert!(approved.status.success(), "{}", text(&approved.stderr));
+    assert!(text(&approved.stdout).contains("\"recorded\""));
+
+    let done = run(true);
+    assert!(done.status.success(), "{}", text(&done.stderr));
+    assert!(
+        text(&done.stdout).contains(": completed"),
+        "{}",
+        text(&done.stdout)
+    );
+    drop(served);
+}
