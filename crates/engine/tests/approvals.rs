@@ -597,3 +597,73 @@ async fn an_asserted_name_decides_nothing_an_authenticated_participant_started()
         "session_not_found"
     );
 }
+
+#[tokio::test]
+async fn the_texts_of_a_signed_step_are_kept_for_its_approver_and_the_sent_back_round_beside_them()
+{
+    let mut at = Session::at_write_note().await;
+    at.write_note(NOTE_OK, SQL_OK).await;
+    let stored = at
+        .engine
+        .store()
+        .load_session(&at.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let pending = stored.approval.as_ref().unwrap();
+    assert_eq!(pending.texts["note/note.md"], NOTE_OK);
+    assert_eq!(pending.texts["note/migrate.sql"], SQL_OK);
+    assert!(pending.previous_texts.is_empty());
+
+    let back = Decision::SendBack {
+        note: "Name the owner.".into(),
+    };
+    recorded(at.decide(&facilitator("ann", "acme"), back).await);
+    at.payload = at.read().await;
+    let changed = "# Add a sales channel\n\nOwner: data team.\n";
+    at.write_note(changed, SQL_OK).await;
+    let stored = at
+        .engine
+        .store()
+        .load_session(&at.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let pending = stored.approval.as_ref().unwrap();
+    assert_eq!(pending.texts["note/note.md"], changed);
+    assert_eq!(pending.previous_texts["note/note.md"], NOTE_OK);
+    assert_eq!(pending.previous_texts["note/migrate.sql"], SQL_OK);
+    assert!(stored.sent_back_texts.is_empty());
+}
+
+#[tokio::test]
+async fn a_signed_step_refuses_an_output_attested_without_its_text() {
+    let at = Session::at_write_note().await;
+    let files = BTreeMap::from([
+        ("plan/plan.json", PLAN),
+        ("note/note.md", NOTE_OK),
+        ("note/migrate.sql", SQL_OK),
+    ]);
+    let mut att = attest(&at.payload, &files);
+    let step = at.payload.step.as_ref().unwrap();
+    assert!(step.outputs.iter().all(|o| o.send_text), "{step:?}");
+    for artifact in &mut att.artifacts {
+        artifact.text = None;
+    }
+    let result = at
+        .engine
+        .prepare(prepare_with(&at.payload, att), Some(&participant()))
+        .await
+        .unwrap();
+    let result = serde_json::to_value(result).unwrap();
+    let codes: Vec<_> = result["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert!(
+        !codes.is_empty() && codes.iter().all(|c| *c == "output_text_missing"),
+        "{result:#}"
+    );
+}

@@ -264,6 +264,15 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
     );
     let csrf = field(&page.body, "csrf");
     let revision = field(&page.body, "revision");
+    // The approver reads what they sign: every output's text, line by line.
+    assert!(
+        page.body
+            .contains("ALTER TABLE orders ADD COLUMN sales_channel text;"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("The backfill loads the primary"));
+    assert!(!page.body.contains("since the send-back"));
 
     // A form without the token, with another sign-in's token, or from another site changes nothing.
     let send_back = |csrf: &str| {
@@ -330,6 +339,14 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
     );
     let waiting = pass(&client, &start, &revise).await;
     assert_eq!(waiting["status"], "awaiting_approval");
+    // Resubmitted as it was: the page says so, output by output.
+    let again = get_signed_in(addr, &page_path, &ann).await;
+    assert_eq!(
+        again.body.matches("Unchanged since the send-back.").count(),
+        2,
+        "{}",
+        again.body
+    );
 
     // The JSON door: the participant and a cookie are refused; another organization's
     // facilitator is answered word for word as for an id no session has, and the session's
@@ -376,8 +393,23 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
         (409, Some("approval_already_given"))
     );
 
-    // The second approval, from the view, completes the session.
+    // The second approval, from the view, completes the session. The page says who gave the
+    // first and who may still decide.
     let page = get_signed_in(addr, &page_path, &ann).await;
+    assert!(
+        page.body
+            .contains("Approvals 1 of 2: rui (release-manager)."),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains(
+            "Who may still decide: a holder of the role release-manager of acme or a \
+             facilitator of acme; not pat (who started the session), not rui (already approved)."
+        ),
+        "{}",
+        page.body
+    );
     let form = format!(
         "csrf={}&step=write-note&revision={}&action=approve&note=Looks+right.",
         field(&page.body, "csrf"),
@@ -489,6 +521,14 @@ async fn send_back_counts_no_approvals_bad_bodies_are_named_and_forms_prove_thei
     let revise = read(&client, &waiting).await;
     let waiting = pass(&client, &start, &revise).await;
     assert_eq!(waiting["status"], "awaiting_approval");
+    // Resubmitted as it was: the page says so, output by output.
+    let again = get_signed_in(addr, &page_path, &ann).await;
+    assert_eq!(
+        again.body.matches("Unchanged since the send-back.").count(),
+        2,
+        "{}",
+        again.body
+    );
 
     // Bodies that are not decisions: an unknown field, broken JSON, a wrong type.
     for body in [
@@ -696,4 +736,61 @@ async fn a_server_that_authenticates_refuses_an_asserted_name_at_both_doors() {
     .await;
     assert_eq!(refused.status, 403, "{}", refused.body);
     assert!(refused.body.contains("approval_not_authenticated"));
+}
+
+#[tokio::test]
+async fn a_role_holder_signs_in_to_what_waits_for_them_and_reads_it() {
+    let Waiting {
+        served, waiting, ..
+    } = waiting_for_sign_off().await;
+    let addr = served.addr;
+    let session = waiting["session_id"].as_str().unwrap().to_owned();
+    let page_path = format!("/admin/sessions/{session}");
+
+    // rui holds release-manager, the role write-note's sign-off names.
+    let rui = sign_in(addr, "rui").await;
+    let front = get_signed_in(addr, "/admin", &rui).await;
+    assert_eq!(front.status, 200, "{}", front.body);
+    assert!(front.body.contains("Waiting for you"), "{}", front.body);
+    assert!(front.body.contains(&session), "{}", front.body);
+    let page = get_signed_in(addr, &page_path, &rui).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains(r#"id="approve""#), "{}", page.body);
+    assert!(
+        page.body
+            .contains("ALTER TABLE orders ADD COLUMN sales_channel text;")
+    );
+    // A facilitator's pages are not theirs.
+    let stats = get_signed_in(addr, "/admin/workflows/release-note/1.0.0", &rui).await;
+    assert_eq!(stats.status, 403, "{}", stats.body);
+    let statement = get_signed_in(addr, &format!("{page_path}/provenance.json"), &rui).await;
+    assert_eq!(statement.status, 404);
+    let unknown = get_signed_in(addr, &format!("/admin/sessions/{}", "0".repeat(32)), &rui).await;
+    assert_eq!(unknown.status, 404);
+
+    // Once they approved and the other approval completed it, it no longer waits for them.
+    let form = format!(
+        "csrf={}&step=write-note&revision={}&action=approve",
+        field(&page.body, "csrf"),
+        field(&page.body, "revision")
+    );
+    let origin = format!("http://{addr}");
+    let approved = post_form(addr, &format!("{page_path}/decide"), &rui, &origin, &form).await;
+    assert_eq!(approved.status, 303, "{}", approved.body);
+    let ann = sign_in(addr, "ann").await;
+    let page = get_signed_in(addr, &page_path, &ann).await;
+    let form = format!(
+        "csrf={}&step=write-note&revision={}&action=approve",
+        field(&page.body, "csrf"),
+        field(&page.body, "revision")
+    );
+    let approved = post_form(addr, &format!("{page_path}/decide"), &ann, &origin, &form).await;
+    assert_eq!(approved.status, 303, "{}", approved.body);
+    let front = get_signed_in(addr, "/admin", &rui).await;
+    assert!(
+        front.body.contains("Nothing waits for you."),
+        "{}",
+        front.body
+    );
+    assert_eq!(get_signed_in(addr, &page_path, &rui).await.status, 404);
 }

@@ -11,6 +11,7 @@
 mod access;
 mod active_step;
 mod approve;
+mod look;
 mod prepare;
 mod record;
 mod start;
@@ -33,6 +34,7 @@ use crate::{
 };
 
 pub use active_step::ACTIVE_STEP_CACHE_BOUNDS;
+pub use look::MAX_WAITING_LISTED;
 pub(crate) use record::Evidence;
 
 /// The store secret that keys checkpoints.

@@ -14,7 +14,7 @@ use crate::{
     model::request::PrepareRequest,
     model::session::{PlanRecord, Principal, RequestTool, Session, SessionId, Status, now_rfc3339},
     rules::attestation::{check_host, check_outputs},
-    rules::checks::run_checks,
+    rules::checks::{Checked, run_checks},
     rules::transition,
     rules::view::{Pinned, Planned},
 };
@@ -115,18 +115,18 @@ impl Engine {
             ]);
         };
         let setup = step.doc().kind == StepKind::Setup;
-        let (outputs, checks) = match (setup, &req.host_attestation, &req.output_attestation) {
+        let (outputs, checked) = match (setup, &req.host_attestation, &req.output_attestation) {
             (true, Some(att), None) => {
                 let failures = check_host(pinned, session, att);
                 if !failures.is_empty() {
                     return Err(failures);
                 }
-                Default::default()
+                (Default::default(), Checked::default())
             }
             (false, None, Some(att)) => {
                 let outputs = check_outputs(pinned, session, step, att)?;
-                let checks = run_checks(pinned, session, step, att, &outputs)?;
-                (outputs, checks)
+                let checked = run_checks(pinned, session, step, att, &outputs)?;
+                (outputs, checked)
             }
             _ => {
                 let wanted = if setup {
@@ -156,7 +156,8 @@ impl Engine {
                 .map(|v| (v.id.clone(), v.version.clone()))
                 .collect(),
             outputs,
-            checks,
+            checks: checked.records,
+            texts: checked.signed_texts,
         })
     }
 

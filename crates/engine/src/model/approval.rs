@@ -31,6 +31,13 @@ pub struct PendingApproval {
     /// Findings waived so far, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waivers: Vec<Waiver>,
+    /// Each output's text (path → text), proven to be the bytes the sign-off covers: what the
+    /// approver reads. Sessions that waited before texts were kept have none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub texts: BTreeMap<String, String>,
+    /// The texts of the round an approver last sent back, to read this round against.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub previous_texts: BTreeMap<String, String>,
 }
 
 /// On what ground someone decided on a step: a role its approval names, or being a

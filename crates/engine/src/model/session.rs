@@ -166,6 +166,10 @@ pub struct PlanRecord {
     /// The step's deterministic checks as they ran on these outputs, in the step's order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<crate::model::checks::CheckRecord>,
+    /// For a step that asks for sign-off: each output's text (path → text), proven to be its
+    /// attested bytes, kept so the approver reads what they sign.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub texts: BTreeMap<String, String>,
 }
 
 /// One reported finding, kept for a `revise` result.
@@ -296,6 +300,10 @@ pub struct Session {
     /// Who signed off each step that needed it, and what they waived.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub signoffs: BTreeMap<StepId, SignedOff>,
+    /// The outputs' texts of each step's round an approver sent back (path → text), until the
+    /// step waits for sign-off again: what its approver reads the new round against.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sent_back_texts: BTreeMap<StepId, BTreeMap<String, String>>,
     /// RFC 3339 time of creation.
     pub created_at: String,
     /// RFC 3339 time of the last change.

@@ -21,20 +21,42 @@ use crate::{
     rules::view::Pinned,
 };
 
-/// Verifies the texts the step's checks read and runs every check on them, in the step's
-/// order. `Err` holds the failures that refuse the preparation: a text missing or not the
-/// attested bytes, or a check that stopped at a bound (`check_aborted`).
+/// What a preparation's texts came to: each check's record, and for a step that asks for
+/// sign-off every output's text (path → text), kept for its approver.
+#[derive(Default)]
+pub(crate) struct Checked {
+    pub(crate) records: Vec<CheckRecord>,
+    pub(crate) signed_texts: BTreeMap<String, String>,
+}
+
+/// Verifies the texts the step's checks read (and, for a step that asks for sign-off, every
+/// output's) and runs every check on them, in the step's order. `Err` holds the failures that
+/// refuse the preparation: a text missing or not the attested bytes, or a check that stopped at
+/// a bound (`check_aborted`).
 pub(crate) fn run_checks(
     pinned: &Pinned<'_>,
     session: &Session,
     step: &Step,
     att: &OutputAttestation,
     accepted: &BTreeMap<String, AcceptedArtifact>,
-) -> Result<Vec<CheckRecord>, Vec<Failure>> {
-    if step.checks().is_empty() && att.inputs.is_empty() {
-        return Ok(Vec::new());
+) -> Result<Checked, Vec<Failure>> {
+    let signed = step.doc().approval.is_some();
+    if step.checks().is_empty() && att.inputs.is_empty() && !signed {
+        return Ok(Checked {
+            records: Vec::new(),
+            signed_texts: BTreeMap::new(),
+        });
     }
     let texts = texts(pinned, session, step, att, accepted)?;
+    let signed_texts = if signed {
+        texts
+            .values()
+            .filter(|t| accepted.contains_key(&t.path))
+            .map(|t| (t.path.clone(), t.text.to_owned()))
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
     let mut records = Vec::with_capacity(step.checks().len());
     let mut failures = Vec::new();
     for check in step.checks() {
@@ -87,7 +109,10 @@ pub(crate) fn run_checks(
         }
     }
     if failures.is_empty() {
-        Ok(records)
+        Ok(Checked {
+            records,
+            signed_texts,
+        })
     } else {
         Err(failures)
     }
@@ -100,9 +125,10 @@ struct Text<'a> {
     sha256: Sha256Digest,
 }
 
-/// artifact id → its text for every artifact a check of `step` reads, each text
-/// proven to be the attested (or accepted) bytes. Texts attested for artifacts no check reads
-/// are held to their digests too, so nothing unverified is ever accepted.
+/// artifact id → its text for every artifact a check of `step` reads (and every output of a
+/// step that asks for sign-off), each text proven to be the attested (or accepted) bytes. Texts
+/// attested for artifacts no check reads are held to their digests too, so nothing unverified
+/// is ever accepted.
 fn texts<'a>(
     pinned: &Pinned<'_>,
     session: &Session,
@@ -117,6 +143,7 @@ fn texts<'a>(
         .iter()
         .flat_map(|c| c.doc().reads.iter().map(|a| a.as_str()))
         .collect();
+    let signed = step.doc().approval.is_some();
     for (index, art) in att.artifacts.iter().enumerate() {
         let Some(known) = accepted.get(&art.path) else {
             continue;
@@ -130,6 +157,14 @@ fn texts<'a>(
                 Code::OutputTextMissing,
                 format!(
                     "a deterministic check reads {}: attest its text as read from disk in `text`",
+                    art.path
+                ),
+            ))),
+            None if signed => failures.push(at(Failure::new(
+                Code::OutputTextMissing,
+                format!(
+                    "this step is signed off by people who read {}: attest its text as read \
+                     from disk in `text`",
                     art.path
                 ),
             ))),

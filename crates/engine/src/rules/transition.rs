@@ -66,6 +66,7 @@ pub(crate) fn started(start: Start<'_>, now: &str) -> Session {
         step_entered_at: Some(now.to_owned()),
         approval: None,
         signoffs: Default::default(),
+        sent_back_texts: Default::default(),
         created_at: now.to_owned(),
         updated_at: now.to_owned(),
     }
@@ -143,6 +144,7 @@ pub(crate) fn submitted(
     } else if approval.is_some() {
         next.status = Status::AwaitingApproval;
         next.findings.clear();
+        let previous_texts = next.sent_back_texts.remove(&plan.step).unwrap_or_default();
         next.approval = Some(PendingApproval {
             step: plan.step.clone(),
             outputs: plan.outputs,
@@ -152,6 +154,8 @@ pub(crate) fn submitted(
                 .collect(),
             approvals: Vec::new(),
             waivers: Vec::new(),
+            texts: plan.texts,
+            previous_texts,
         });
     } else {
         judgement.seconds = advance(&mut next, session, plan.outputs, pinned, now);
@@ -284,7 +288,10 @@ pub(crate) fn decided(
             let text = note(Some(text), true, "note saying what to change")?
                 .expect("a required note is present");
             record.note = Some(text.clone());
-            next.approval = None;
+            // The round's texts stay, for the approver to read the next round against.
+            if let Some(sent_back) = next.approval.take() {
+                next.sent_back_texts.insert(sent_back.step, sent_back.texts);
+            }
             next.status = Status::Revise;
             next.revise_rounds += 1;
             next.findings = vec![Finding {

@@ -179,6 +179,8 @@ impl<'r> Pinned<'r> {
                 .iter()
                 .any(|c| c.doc().reads.contains(artifact))
         };
+        // The approver of a step that asks for sign-off reads every output's text.
+        let signed = doc.approval.is_some();
         StepPayload {
             id: doc.id.to_string(),
             kind: doc.kind,
@@ -196,7 +198,7 @@ impl<'r> Pinned<'r> {
                     schema: o.schema.as_ref().map(|s| self.schema(s)),
                     max_bytes: o.max_bytes,
                     write_policy: o.write_policy,
-                    send_text: read(&o.artifact_id),
+                    send_text: signed || read(&o.artifact_id),
                 })
                 .collect(),
             inputs: doc

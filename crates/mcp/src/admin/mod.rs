@@ -10,6 +10,7 @@ mod charts;
 mod decisions;
 mod logins;
 mod pages;
+mod reading;
 mod reports;
 mod signoff;
 
@@ -64,6 +65,9 @@ pub(crate) struct Viewer {
     approver: Option<rimthan_engine::approval::Approver>,
     /// The token they signed in with, which their forms' CSRF tokens are bound to.
     login: Option<String>,
+    /// A holder of a role some sign-off names, not a facilitator: they see only the sessions
+    /// waiting for a sign-off they may give.
+    waits_only: bool,
 }
 
 impl Viewer {
@@ -101,6 +105,16 @@ impl Refusal {
     fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "Not found", message)
     }
+}
+
+/// The refusal of a page the engine could not read for.
+fn unavailable(e: rimthan_engine::EngineError) -> Refusal {
+    tracing::error!(error = %e, "the view could not read a session");
+    Refusal::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "The store did not answer",
+        "The server could not read its store; try again, and see its log if this persists.",
+    )
 }
 
 impl From<StoreError> for Refusal {
@@ -288,15 +302,24 @@ async fn viewer_of(auth: &Auth, token: Option<&str>) -> Result<Viewer, Refusal> 
         )
     };
     match caller.facilitator {
+        // A role holder opens the view to what waits for them.
+        None if !caller.roles.is_empty() => Ok(Viewer {
+            approver: Some(caller.approver()),
+            login: Some(token.to_owned()),
+            subject: Some(caller.principal.subject.clone()),
+            organization: caller.principal.organization.clone(),
+            waits_only: true,
+        }),
         None => Err(forbidden(
-            "This token belongs to a participant. The facilitator's view opens only to a token \
-             or identity granted the facilitator role.",
+            "This token belongs to a participant. The view opens to facilitators and to holders \
+             of a role a sign-off names.",
         )),
         Some(Sight::All) => Ok(Viewer {
             approver: Some(caller.approver()),
             login: Some(token.to_owned()),
             subject: Some(caller.principal.subject),
             organization: None,
+            waits_only: false,
         }),
         Some(Sight::Organization) => match caller.principal.organization.clone() {
             Some(organization) => Ok(Viewer {
@@ -304,6 +327,7 @@ async fn viewer_of(auth: &Auth, token: Option<&str>) -> Result<Viewer, Refusal> 
                 login: Some(token.to_owned()),
                 subject: Some(caller.principal.subject),
                 organization: Some(organization),
+                waits_only: false,
             }),
             None => Err(forbidden(
                 "This facilitator sees one organization's sessions, but the token names no \
@@ -321,6 +345,7 @@ async fn admit(State(gate): State<Gate>, mut request: Request, next: Next) -> Re
             organization: None,
             approver: None,
             login: None,
+            waits_only: false,
         },
         Access::Facilitators(auth) => {
             let viewer = match presented(request.headers()) {
@@ -463,6 +488,17 @@ async fn list(
     Extension(viewer): Extension<Viewer>,
     Query(form): Query<ListForm>,
 ) -> Result<Response, Refusal> {
+    if let (true, Some(approver)) = (viewer.waits_only, &viewer.approver) {
+        let waiting = state
+            .engine
+            .waiting_for(approver)
+            .await
+            .map_err(unavailable)?;
+        return Ok(page(
+            StatusCode::OK,
+            pages::waiting(&state.access, &viewer, &waiting),
+        ));
+    }
     let (filters, query) = form.parse(&viewer)?;
     let store = state.engine.store();
     let sessions = store.list_sessions(&query).await?;
@@ -503,22 +539,43 @@ async fn session(
     let unknown = || Refusal::not_found("There is no session with this id.");
     let id: SessionId = bounded("session id", &id)?.parse().map_err(|_| unknown())?;
     let store = state.engine.store();
-    let session = store.load_session(&id).await?.ok_or_else(unknown)?;
-    let owner = session
-        .principal
-        .as_ref()
-        .and_then(|p| p.organization.as_deref());
-    if viewer.scope().is_some() && viewer.scope() != owner {
-        return Err(unknown());
-    }
+    let session = match (viewer.waits_only, &viewer.approver) {
+        // A role holder sees a session only while it waits for a sign-off they may give.
+        (true, Some(approver)) => state
+            .engine
+            .awaiting(&id, approver)
+            .await
+            .map_err(unavailable)?
+            .ok_or_else(unknown)?,
+        _ => {
+            let session = store.load_session(&id).await?.ok_or_else(unknown)?;
+            let owner = session
+                .principal
+                .as_ref()
+                .and_then(|p| p.organization.as_deref());
+            if viewer.scope().is_some() && viewer.scope() != owner {
+                return Err(unknown());
+            }
+            session
+        }
+    };
     // One more than shown, to tell whether older calls were left out.
     let timeline = store.recent_audit(&id, pages::TIMELINE_ROWS + 1).await?;
     let registry = state.engine.releases().snapshot();
-    let steps: Vec<String> = registry
+    let workflow = registry
         .release(&session.release)
-        .and_then(|r| r.workflow(&session.workflow, &session.workflow_version))
-        .map(step_ids)
-        .unwrap_or_default();
+        .and_then(|r| r.workflow(&session.workflow, &session.workflow_version));
+    let steps: Vec<String> = workflow.map(step_ids).unwrap_or_default();
+    // What the waiting step's approval asks, for "approvals 1 of 2" and who may still decide.
+    let asked = session.approval.as_ref().and_then(|pending| {
+        workflow?
+            .steps()
+            .iter()
+            .find(|s| s.doc().id == pending.step)?
+            .doc()
+            .approval
+            .clone()
+    });
     let chain = rimthan_engine::chain::verify_session_chain(&**store, &id).await?;
     // Where nobody authenticates, the operator at the machine decides under a name they give;
     // their forms' token is bound to the loopback door itself.
@@ -537,7 +594,7 @@ async fn session(
         @if let Some(outcome) = outcome {
             p.notice id="decision-outcome" role="status" { (outcome) }
         }
-        (signoff::panel(&session, deciding.as_ref()))
+        (signoff::panel(&session, asked.as_ref(), deciding.as_ref()))
         (signoff::given(&session))
     };
     Ok(page(
@@ -561,6 +618,9 @@ async fn provenance(
     Path(id): Path<String>,
 ) -> Result<Response, Refusal> {
     let unknown = || Refusal::not_found("There is no completed session with this id.");
+    if viewer.waits_only {
+        return Err(unknown());
+    }
     let id: SessionId = bounded("session id", &id)?.parse().map_err(|_| unknown())?;
     let session = state
         .engine
@@ -600,6 +660,13 @@ async fn workflow(
     Extension(viewer): Extension<Viewer>,
     Path((id, version)): Path<(String, String)>,
 ) -> Result<Response, Refusal> {
+    if viewer.waits_only {
+        return Err(Refusal::new(
+            StatusCode::FORBIDDEN,
+            "Facilitators only",
+            "A workflow's figures are for facilitators; this sign-in sees what waits for it.",
+        ));
+    }
     let query = StatsQuery {
         workflow: bounded("workflow", &id)?.to_owned(),
         workflow_version: bounded("version", &version)?.to_owned(),

@@ -34,6 +34,8 @@ form.filters{display:flex;flex-wrap:wrap;gap:.75rem;align-items:end;margin:1rem 
 input,select,button{font:inherit;padding:.25rem .4rem;border:1px solid #595959;border-radius:3px}button{background:#0b4f8a;color:#fff}
 figure{margin:1rem 0}figcaption{font-weight:600}.chart-bar{fill:#0b4f8a}.chart-text{fill:#1a1a1a;font-size:13px}
 .inline{display:inline}.notice{background:#fff4e5;border-left:4px solid #b35900;padding:.5rem}dl{display:grid;grid-template-columns:max-content auto;gap:.25rem 1rem}dt{font-weight:600}
+table.text{font-family:ui-monospace,monospace;width:100%}table.text td{border-width:0 0 0 1px;padding:0 .5rem}table.text code{white-space:pre-wrap;word-break:normal}
+tr.finding td{background:#fff4e5}.remark strong{color:#8a1c00}.changes pre{background:#f6f6f6;padding:.5rem;overflow-x:auto}
 ";
 
 fn who(access: &Access, viewer: Option<&Viewer>) -> Markup {
@@ -45,9 +47,10 @@ fn who(access: &Access, viewer: Option<&Viewer>) -> Markup {
             },
             (Access::Facilitators(_), Some(v)) => p {
                 "Signed in as " strong { (v.subject.as_deref().unwrap_or("?")) } " · sees "
-                @match &v.organization {
-                    Some(o) => { "organization " strong { (o) } " only" },
-                    None => "every organization",
+                @match (&v.organization, v.waits_only) {
+                    (_, true) => "the sessions waiting for their sign-off",
+                    (Some(o), false) => { "organization " strong { (o) } " only" },
+                    (None, false) => "every organization",
                 }
                 form.inline method="post" action="/admin/logout" {
                     " · " button type="submit" { "Sign out" }
@@ -144,6 +147,40 @@ fn encode(value: &str) -> String {
 
 fn workflow_href(id: &str, version: &str) -> String {
     format!("/admin/workflows/{}/{}", encode(id), encode(version))
+}
+
+/// A role holder's front page: the sessions waiting for a sign-off they may give.
+pub(super) fn waiting(access: &Access, viewer: &Viewer, waiting: &[SessionSummary]) -> Markup {
+    layout(
+        "Waiting for you",
+        who(access, Some(viewer)),
+        html! {
+            h1 { "Waiting for you" }
+            p { "Sessions of your organization whose step waits for a sign-off naming one of \
+                your roles, most recently changed first." }
+            @if waiting.is_empty() {
+                p id="nothing-waits" { "Nothing waits for you." }
+            } @else {
+                table id="waiting" {
+                    caption { "Waiting for your sign-off" }
+                    thead { tr {
+                        th scope="col" { "Session" } th scope="col" { "Participant" }
+                        th scope="col" { "Workflow" } th scope="col" { "Waiting since" }
+                    } }
+                    tbody {
+                        @for s in waiting {
+                            tr data-session-id=(s.id) {
+                                td { a href=(format!("/admin/sessions/{}", s.id)) { code { (s.id) } } }
+                                td { (s.principal.as_deref().unwrap_or("—")) }
+                                td { (s.workflow) " " (s.workflow_version) }
+                                td { (s.updated_at) }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
 }
 
 /// The session list with its filters, and the workflows with sessions.

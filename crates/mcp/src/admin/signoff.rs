@@ -10,6 +10,7 @@ use rimthan_engine::{
     Session, Status, Verdict,
     approval::{Signoff, Waiver},
 };
+use rimthan_registry::Approval;
 
 /// Who the forms are for: their CSRF token, and whether the decider names themselves (a name
 /// asserted at the machine where nobody authenticates) or is known by their sign-in.
@@ -20,7 +21,11 @@ pub(super) struct Deciding<'a> {
 
 /// The panel, empty unless the session waits for sign-off. Without `deciding` (nobody may
 /// decide here), the page explains what deciding needs.
-pub(super) fn panel(session: &Session, deciding: Option<&Deciding<'_>>) -> Markup {
+pub(super) fn panel(
+    session: &Session,
+    asked: Option<&Approval>,
+    deciding: Option<&Deciding<'_>>,
+) -> Markup {
     let Some(pending) = session
         .approval
         .as_ref()
@@ -55,8 +60,22 @@ pub(super) fn panel(session: &Session, deciding: Option<&Deciding<'_>>) -> Marku
     html! {
         section id="sign-off" aria-labelledby="sign-off-title" {
             h2 id="sign-off-title" { "Sign-off of " code { (step) } }
-            p { "This step passed its validators and waits for approval. Approvals given: "
-                (pending.approvals.len()) "." }
+            p id="approvals-count" {
+                "This step passed its validators and waits for approval. Approvals "
+                (pending.approvals.len())
+                @if let Some(asked) = asked { " of " (asked.approvers) }
+                @for (i, a) in pending.approvals.iter().enumerate() {
+                    (if i == 0 { ": " } else { ", " }) (a.subject)
+                    @if let Some(basis) = &a.basis { " (" (basis) ")" }
+                }
+                "."
+            }
+            @if deciding.is_some_and(|d| d.asserted) {
+                p id="who-decides" { "Nobody is signed in here: the operator at this machine \
+                    decides, under the name they give, recorded as asserted." }
+            } @else if let Some(asked) = asked {
+                p id="who-decides" { (who_may_decide(asked, session, &pending.approvals)) }
+            }
             @if !pending.approvals.is_empty() {
                 ul id="approvals" {
                     @for a in &pending.approvals { li { (approval(a)) } }
@@ -68,15 +87,15 @@ pub(super) fn panel(session: &Session, deciding: Option<&Deciding<'_>>) -> Marku
                     @for w in &pending.waivers { li { (waiver(w)) } }
                 }
             }
-            h3 { "Outputs" }
-            table id="approval-outputs" {
-                thead { tr { th scope="col" { "Path" } th scope="col" { "sha256" } th scope="col" { "Bytes" } } }
-                tbody {
-                    @for (path, artifact) in &pending.outputs {
-                        tr { td { code { (path) } } td { code { (artifact.sha256) } } td.n { (artifact.bytes) } }
-                    }
-                }
-            }
+            h3 { "What you sign" }
+            p { "Each output as the participant's harness attested it, with every check finding \
+                beside its line." }
+            (super::reading::outputs(
+                &pending.outputs,
+                &pending.texts,
+                &pending.previous_texts,
+                round.map_or(&[][..], |r| &r.checks[..]),
+            ))
             @if let Some(round) = round {
                 h3 { "Reports and checks of round " (round.round) }
                 ul id="approval-reports" {
@@ -135,6 +154,39 @@ pub(super) fn panel(session: &Session, deciding: Option<&Deciding<'_>>) -> Marku
             }
         }
     }
+}
+
+/// "Who may still decide: a release-manager or a facilitator of acme; not pat (who started
+/// the session), not rui (already approved)."
+fn who_may_decide(asked: &Approval, session: &Session, given: &[Signoff]) -> String {
+    let organization = session
+        .principal
+        .as_ref()
+        .and_then(|p| p.organization.as_deref());
+    let of = organization.map_or(String::new(), |o| format!(" of {o}"));
+    let mut kinds: Vec<String> = asked
+        .roles
+        .iter()
+        .map(|r| format!("a holder of the role {r}{of}"))
+        .collect();
+    if asked.facilitators {
+        kinds.push(format!("a facilitator{of}"));
+    }
+    let mut not = Vec::new();
+    if let Some(participant) = session.principal.as_ref().filter(|_| !asked.self_approval) {
+        not.push(format!("{} (who started the session)", participant.subject));
+    }
+    not.extend(
+        given
+            .iter()
+            .map(|a| format!("{} (already approved)", a.subject)),
+    );
+    let mut said = format!("Who may still decide: {}", kinds.join(" or "));
+    if !not.is_empty() {
+        said.push_str(&format!("; not {}", not.join(", not ")));
+    }
+    said.push('.');
+    said
 }
 
 /// Who signed each step off, on what ground and with what note, and the findings they waived:
