@@ -4,7 +4,9 @@
 // a facilitator signs in at /admin/login in headless chromium, sees the session's sign-off
 // section (axe finds no serious violation), sends the step back with a note; `stage --resume`
 // revises and stops at sign-off again; a role holder approves with `rimthan sessions approve`
-// and the facilitator approves in the browser; `stage --resume` completes the session.
+// and the facilitator approves in the browser; `stage --resume` completes the session. Then the
+// README's `serve` with no flags: a shipped workflow stops at sign-off, and the operator at the
+// machine approves it in the browser under a name recorded as asserted.
 import assert from "node:assert/strict";
 import { mkdir } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
@@ -24,6 +26,13 @@ const PEOPLE = {
   fran: { principal: "fran", organization: "acme", facilitator: "organization" },
   rui: { principal: "rui", organization: "acme", roles: ["release-manager"] },
 };
+
+/** No serious or critical axe violation on the page as it stands. */
+async function axeClean(page) {
+  const { violations } = await new AxeBuilder({ page }).analyze();
+  const serious = violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  assert.deepEqual(serious.map((v) => `${v.id}: ${v.help}`), []);
+}
 
 describe("sign-off in headless chromium and on the command line", () => {
   let work;
@@ -61,17 +70,19 @@ describe("sign-off in headless chromium and on the command line", () => {
     await work?.cleanup();
   });
 
-  /** A browser context signed in as fran through the login form, on the session's page. */
-  async function signedIn() {
+  /** A browser context signed in through the login form (as fran unless told), on the session's page. */
+  async function signedIn(token = tokens.fran) {
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     context.setDefaultTimeout(10_000);
     const page = await context.newPage();
     await page.goto(`${server.base}/admin/login`);
-    await page.fill("#token", tokens.fran);
+    await page.fill("#token", token);
     await Promise.all([page.waitForURL(`${server.base}/admin`), page.click("button[type=submit]")]);
     await page.goto(`${server.base}/admin/sessions/${session}`);
     return { page, close: () => context.close() };
   }
+
+
 
   test("stage stops at sign-off", async () => {
     const out = await stage(false);
@@ -84,10 +95,11 @@ describe("sign-off in headless chromium and on the command line", () => {
     const { page, close } = await signedIn();
     try {
       assert.equal(await page.locator("#sign-off").count(), 1, await page.content());
-      assert.equal(await page.locator("#approval-outputs tbody tr").count(), 2);
-      const { violations } = await new AxeBuilder({ page }).analyze();
-      const serious = violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-      assert.deepEqual(serious.map((v) => `${v.id}: ${v.help}`), []);
+      // What is signed, read as text with line numbers.
+      assert.equal(await page.locator("#sign-off section.output").count(), 2);
+      assert.ok((await page.locator("#sign-off table.text tbody tr").count()) > 2);
+      assert.match(await page.locator("#who-decides").textContent(), /not pat/);
+      await axeClean(page);
       await mkdir(SCREENSHOTS, { recursive: true });
       await page.screenshot({ path: join(SCREENSHOTS, "sign-off.png"), fullPage: true });
       await page.fill("#send-back-note", "Batch the backfill in 10,000-row steps.");
@@ -103,6 +115,17 @@ describe("sign-off in headless chromium and on the command line", () => {
   test("the harness revises, and a role holder and the facilitator approve it to completion", async () => {
     const out = await stage(true);
     assert.match(out, /\): awaiting_approval/, out);
+    // The role holder the step names signs in to what waits for them and reads it.
+    const rui = await signedIn(tokens.rui);
+    try {
+      assert.match(await rui.page.locator("#sign-off").textContent(), /Unchanged since the send-back/);
+      await rui.page.goto(`${server.base}/admin`);
+      assert.equal(await rui.page.locator(`#waiting tr[data-session-id="${session}"]`).count(), 1);
+      await axeClean(rui.page);
+      await rui.page.screenshot({ path: join(SCREENSHOTS, "waiting-for-you.png"), fullPage: true });
+    } finally {
+      await rui.close();
+    }
     await assert.rejects(
       rimthan(["sessions", "approve", session, "--step", "write-note", "--server", server.base], { RIMTHAN_TOKEN: tokens.pat }),
       /approval_not_allowed/,
@@ -120,5 +143,48 @@ describe("sign-off in headless chromium and on the command line", () => {
     }
     const done = await stage(true);
     assert.match(done, /\): completed/, done);
+  });
+});
+
+describe("sign-off at the machine where nobody authenticates", () => {
+  let work;
+  let server;
+  let browser;
+
+  before(async () => {
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+    work = await tempDir("asserted");
+    server = await startServer(work.dir);
+  }, { timeout: 300_000 });
+
+  after(async () => {
+    await browser?.close();
+    await server?.stop();
+    await work?.cleanup();
+  });
+
+  test("serve with no flags completes schema-migration with an approval asserted in /admin", async () => {
+    const project = join(work.dir, "project");
+    const args = ["stage", "--url", server.url, "--harness", "codex", "--workflow", "schema-migration", "--project", project];
+    const { stdout } = await rimthan(args, {}, [4]);
+    const session = stdout.split(/\s+/)[1];
+    assert.match(session, /^[0-9a-f]{32}$/, stdout);
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    context.setDefaultTimeout(10_000);
+    try {
+      const page = await context.newPage();
+      await page.goto(`${server.base}/admin/sessions/${session}`);
+      assert.match(await page.locator("#who-decides").textContent(), /operator at this machine/);
+      await axeClean(page);
+      await mkdir(SCREENSHOTS, { recursive: true });
+      await page.screenshot({ path: join(SCREENSHOTS, "sign-off-asserted.png"), fullPage: true });
+      await page.fill("#approve input[name=as]", "ada");
+      await Promise.all([page.waitForLoadState("load"), page.click("#approve button[type=submit]")]);
+      assert.match(await page.content(), /name asserted, not authenticated/);
+    } finally {
+      await context.close();
+    }
+    const done = await rimthan([...args, "--resume"]);
+    assert.match(done.stdout, /\): completed/, done.stdout);
   });
 });
