@@ -163,6 +163,39 @@ fn stage_stops_at_sign_off_and_approvers_decide_from_the_command_line() {
             .is_file()
     );
 
+    // The server reads the same report to a facilitator, byte for byte, text and JSON; a
+    // participant reads nothing of it.
+    let database = format!("sqlite://{}", dir.path().join("db.sqlite").display());
+    let show = |args: &[&str], token: Option<&str>| {
+        let mut command = Command::new(BIN);
+        command.args(["sessions", "show", &id]).args(args);
+        match token {
+            Some(token) => command.env("RIMTHAN_TOKEN", token),
+            None => command.env_remove("RIMTHAN_TOKEN"),
+        };
+        command.output().unwrap()
+    };
+    let registry = registry.to_str().unwrap();
+    for format in [&[][..], &["--json"][..]] {
+        let local = [
+            format,
+            &["--database-url", &database, "--registry", registry],
+        ]
+        .concat();
+        let local = show(&local, None);
+        assert!(local.status.success(), "{}", text(&local.stderr));
+        let remote = show(&[format, &["--server", &server]].concat(), Some("ann"));
+        assert!(remote.status.success(), "{}", text(&remote.stderr));
+        assert_eq!(text(&remote.stdout), text(&local.stdout));
+    }
+    let participant = show(&["--server", &server], Some("pat"));
+    assert_eq!(participant.status.code(), Some(1));
+    assert!(
+        text(&participant.stderr).contains("403"),
+        "{}",
+        text(&participant.stderr)
+    );
+
     // The timeline names who decided and what they wrote, the refused attempt included.
     drop(served);
     let shown = Command::new(BIN)

@@ -123,9 +123,14 @@ impl Session {
         self.payload = self.submit(&files).await;
     }
 
-    async fn revision(&self) -> u64 {
+    /// The session as stored.
+    async fn stored(&self) -> Arc<rimthan_engine::Session> {
         let session = self.engine.store().load_session(&self.id).await.unwrap();
-        session.unwrap().revision
+        session.unwrap()
+    }
+
+    async fn revision(&self) -> u64 {
+        self.stored().await.revision
     }
 
     async fn decide(&self, by: &Approver, decision: Decision) -> DecisionResult {
@@ -252,13 +257,7 @@ async fn two_distinct_approvers_complete_the_step_and_the_participant_reads_it_w
         serde_json::json!({"role": "release-manager"}),
         "{step:#}"
     );
-    let session = at
-        .engine
-        .store()
-        .load_session(&at.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let session = at.stored().await;
     let signed = &session.signoffs[&"write-note".parse().unwrap()];
     let who: Vec<&str> = signed
         .approvals
@@ -413,13 +412,7 @@ async fn a_failed_check_waits_for_a_waiver_unless_the_step_forbids_waiving_it() 
     recorded(at.decide(&ann, approve()).await);
     let (status, _) = recorded(at.decide(&release_manager("rui", "acme"), approve()).await);
     assert_eq!(status, Status::Completed);
-    let session = at
-        .engine
-        .store()
-        .load_session(&at.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let session = at.stored().await;
     let waivers = &session.signoffs[&"write-note".parse().unwrap()].waivers;
     assert_eq!(waivers.len(), 1);
     assert_eq!(waivers[0].reason, reason);
@@ -553,13 +546,7 @@ async fn where_nobody_authenticates_the_operator_signs_off_under_a_name_recorded
     );
     recorded(at.decide(&Approver::asserted("bo".into()), approve()).await);
 
-    let stored = at
-        .engine
-        .store()
-        .load_session(&at.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = at.stored().await;
     let signed = &stored.signoffs[&"write-note".parse().unwrap()];
     assert_eq!(signed.approvals.len(), 2);
     for approval in &signed.approvals {
@@ -603,13 +590,7 @@ async fn the_texts_of_a_signed_step_are_kept_for_its_approver_and_the_sent_back_
 {
     let mut at = Session::at_write_note().await;
     at.write_note(NOTE_OK, SQL_OK).await;
-    let stored = at
-        .engine
-        .store()
-        .load_session(&at.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = at.stored().await;
     let pending = stored.approval.as_ref().unwrap();
     assert_eq!(pending.texts["note/note.md"], NOTE_OK);
     assert_eq!(pending.texts["note/migrate.sql"], SQL_OK);
@@ -622,13 +603,7 @@ async fn the_texts_of_a_signed_step_are_kept_for_its_approver_and_the_sent_back_
     at.payload = at.read().await;
     let changed = "# Add a sales channel\n\nOwner: data team.\n";
     at.write_note(changed, SQL_OK).await;
-    let stored = at
-        .engine
-        .store()
-        .load_session(&at.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = at.stored().await;
     let pending = stored.approval.as_ref().unwrap();
     assert_eq!(pending.texts["note/note.md"], changed);
     assert_eq!(pending.previous_texts["note/note.md"], NOTE_OK);

@@ -10,6 +10,7 @@
 //! transport serves it to a local harness.
 
 pub mod admin;
+pub mod admin_client;
 pub mod auth;
 mod body;
 pub mod bootstrap;
@@ -17,7 +18,6 @@ mod caller;
 mod catalogue;
 pub mod conn;
 mod credentials;
-pub mod decision_client;
 mod framing;
 pub mod http;
 mod metrics;
@@ -26,6 +26,7 @@ mod profile;
 mod prompts;
 mod read_cache;
 pub mod reload;
+pub mod report;
 mod server;
 mod sessions;
 pub mod tasks;

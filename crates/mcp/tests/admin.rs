@@ -350,7 +350,8 @@ async fn jwt_claims_grant_the_facilitator_role_for_one_organization_or_all() {
     let near = get_as(served.addr, "/admin", &near_miss).await;
     assert_eq!(near.status, 200);
     assert!(
-        near.body.contains("sees the sessions waiting for their sign-off")
+        near.body
+            .contains("sees the sessions waiting for their sign-off")
             && near.body.contains("Nothing waits for you."),
         "{}",
         near.body

@@ -315,6 +315,9 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
         "{}",
         shown.body
     );
+    // The timeline names who decided and what they wrote.
+    let timeline = shown.body.split(r#"id="timeline""#).nth(1).unwrap();
+    assert!(timeline.contains("ann: Batch the backfill."), "{timeline}");
     let again = post_form(addr, &decide, &ann, &origin, &send_back(&csrf)).await;
     assert_eq!(again.status, 303, "{}", again.body);
     assert_eq!(

@@ -9,6 +9,7 @@ use rimthan_engine::{
     SessionQuery, Status, Store,
     store::{Age, MAX_PAGE},
 };
+use rimthan_mcp::report::SessionReport;
 use rimthan_registry::{
     RegistryFiles, VerifiedRegistry, external_policy, verify_embedded, verify_registry,
 };
@@ -73,6 +74,14 @@ pub(crate) struct ListArgs {
 pub(crate) struct ShowArgs {
     #[command(flatten)]
     store: StoreArgs,
+    /// Read the session from the server at this base URL (`GET /admin/api/sessions/ID`) instead
+    /// of from its store, with your own token (facilitators, and role holders while it waits
+    /// for their sign-off).
+    #[arg(long)]
+    server: Option<String>,
+    /// With --server: the environment variable that holds your bearer token.
+    #[arg(long, default_value = "RIMTHAN_TOKEN")]
+    token_env: String,
     /// The session id (32 hex digits, as in its session file).
     id: String,
     /// Print JSON for scripts.
@@ -166,7 +175,7 @@ impl ServerArgs {
         if let Some(revision) = self.revision {
             decision["revision"] = json!(revision);
         }
-        let (status, answer) = rimthan_mcp::decision_client::post_decision(
+        let (status, answer) = rimthan_mcp::admin_client::post_decision(
             &self.server,
             &self.id,
             token.as_deref(),
@@ -335,219 +344,39 @@ impl ShowArgs {
                 "{shown:?} is not a session id: 32 hex digits, as in .rimthan/workflow-session.json"
             ))
         })?;
+        if let Some(server) = &self.server {
+            return self.remote(server, &id).await;
+        }
         let (store, registry) = self.store.open().await?;
-        let Some(session) = store.load_session(&id).await? else {
+        let Some(report) = SessionReport::read(&*store, &registry, &id).await? else {
             return Err(InputError(format!("session {id} is not in this store")).into());
         };
-        let timeline = store.audit_log(&id).await?;
-        let chain = rimthan_engine::chain::verify_session_chain(&*store, &id).await?;
-        // The statement the participant was handed, unsigned: the store holds no private key.
-        let statement = match store.completion_link(&id).await? {
-            Some(completion) if session.status == Status::Completed => registry
-                .release(&session.release)
-                .and_then(|r| rimthan_engine::provenance::statement_for(r, &session, completion)),
-            _ => None,
-        };
-        let outputs: Vec<_> = session
-            .ledger
-            .iter()
-            .map(|(path, a)| {
-                json!({"path": path, "artifact_id": a.artifact_id, "owner_step": a.owner_step,
-                       "bytes": a.bytes, "sha256": a.sha256})
-            })
-            .collect();
         if self.json {
-            let shown = json!({
-                "id": session.id, "status": session.status.as_str(), "revision": session.revision,
-                "workflow": session.workflow, "workflow_version": session.workflow_version,
-                "release": session.release, "harness": session.host.harness.as_str(),
-                "principal": session.principal, "step_index": session.step_index,
-                "revise_rounds": session.revise_rounds, "created_at": session.created_at,
-                "updated_at": session.updated_at, "timeline": timeline,
-                "findings": session.findings, "report_rounds": session.report_rounds,
-                "outputs": outputs, "audit_chain": chain, "statement": statement,
-            });
-            println!("{}", serde_json::to_string_pretty(&shown)?);
-            return Ok(());
-        }
-        let standing = match session.status {
-            Status::Completed => "completed".to_owned(),
-            status => format!("{} at step {}", status.as_str(), session.step_index + 1),
-        };
-        println!(
-            "session {} · {}@{} · release {} · {} · {standing} · {} revise rounds",
-            session.id,
-            session.workflow,
-            session.workflow_version,
-            session.release,
-            session.host.harness.as_str(),
-            session.revise_rounds
-        );
-        if let Some(p) = &session.principal {
-            println!(
-                "owner {} ({})",
-                p.subject,
-                p.organization.as_deref().unwrap_or("no organization")
-            );
-        }
-        println!(
-            "started {} · changed {}",
-            session.created_at, session.updated_at
-        );
-        if chain.verified() {
-            println!("audit chain verifies ({} entries)", chain.entries);
+            println!("{}", serde_json::to_string_pretty(&report.json())?);
         } else {
-            println!("audit chain BROKEN:");
-            for b in &chain.breaks {
-                println!(
-                    "  {} entry {} index {}: {}",
-                    b.kind.as_str(),
-                    b.entry.map_or("-".into(), |e| e.to_string()),
-                    b.index.map_or("-".into(), |i| i.to_string()),
-                    b.detail
-                );
-            }
-        }
-        if let Some(statement) = &statement {
-            let at = &statement.predicate["audit_chain"];
-            println!(
-                "provenance: the participant keeps the signed statement at {} (/admin/sessions/{}/provenance.json serves it); it names audit entry {} sha256 {}",
-                rimthan_engine::provenance::STATEMENT_PATH,
-                session.id,
-                at["index"],
-                at["sha256"].as_str().unwrap_or("-")
-            );
-        }
-        println!("\ntimeline");
-        for e in &timeline {
-            let codes: Vec<&str> = e.codes.iter().map(|c| c.as_str()).collect();
-            // A judged submission names its step and the validators that sent it back.
-            let judged =
-                e.judgement
-                    .as_ref()
-                    .map_or_else(String::new, |j| match j.failed.as_slice() {
-                        [] => format!("{} passed", j.step),
-                        failed => format!("{} failed by {}", j.step, failed.join(", ")),
-                    });
-            // A decision names who made it and what they wrote, refused ones too.
-            let decided = e.decision.as_ref().map_or_else(String::new, |d| {
-                let by = e.principal.as_deref().unwrap_or("someone unauthenticated");
-                let waived = match (&d.check_id, &d.rule, &d.path) {
-                    (Some(check), rule, path) => format!(
-                        " waiving check {check} rule {} in {}",
-                        rule.as_deref().unwrap_or("-"),
-                        path.as_deref().unwrap_or("-")
-                    ),
-                    _ => String::new(),
-                };
-                let note = d
-                    .note
-                    .as_deref()
-                    .map_or_else(String::new, |n| format!(": {}", printable(n)));
-                format!(" step {} by {}{waived}{note}", d.step, printable(by))
-            });
-            println!(
-                "  {}  {:<24}  {:<9}  {}{}{}",
-                e.at,
-                e.tool.as_str(),
-                e.outcome.as_str(),
-                codes.join(", "),
-                judged,
-                decided
-            );
-        }
-        if !session.findings.is_empty() {
-            println!("\nlatest findings");
-            for f in &session.findings {
-                let by = match (&f.check_id, &f.rule) {
-                    (Some(check), Some(rule)) => format!("check {check} [{rule}]"),
-                    _ => f.validator_id.clone(),
-                };
-                let at = match (&f.path, f.line) {
-                    (Some(path), Some(line)) => format!("{path}:{line}"),
-                    (Some(path), None) => path.clone(),
-                    _ => "-".into(),
-                };
-                println!("  {by} {} {at}: {}", f.severity, f.message);
-            }
-        }
-        print_report_rounds(&session);
-        if !outputs.is_empty() {
-            println!("\naccepted outputs (attested; the store holds no bodies)");
-            for (path, a) in &session.ledger {
-                println!("  {path}  {} bytes  sha256 {}", a.bytes, a.sha256);
-            }
+            print!("{}", report.text());
         }
         Ok(())
     }
-}
 
-/// Every kept round of validator reports and deterministic checks, per step: verdict, summary,
-/// findings and the fields a report schema adds.
-fn print_report_rounds(session: &rimthan_engine::Session) {
-    if session.report_rounds.is_empty() {
-        return;
-    }
-    println!(
-        "\nchecks and validator reports (the last {} rounds per step)",
-        rimthan_engine::REPORT_ROUNDS_KEPT
-    );
-    for (step, rounds) in &session.report_rounds {
-        for round in rounds {
-            println!("  {step} round {} ({})", round.round, round.at);
-            for c in &round.checks {
-                let verdict = serde_json::to_value(c.verdict).unwrap_or_default();
-                println!(
-                    "    check {} {} ({} findings; sha256 {})",
-                    c.id,
-                    verdict.as_str().unwrap_or("-"),
-                    c.finding_count,
-                    c.sha256
-                );
-                for f in &c.findings {
-                    let at = match (&f.path, f.line) {
-                        (Some(path), Some(line)) => format!("{path}:{line}"),
-                        (Some(path), None) => path.clone(),
-                        _ => "-".into(),
-                    };
-                    println!("      {} {at}: {}: {}", f.severity, f.rule, f.message);
-                }
-            }
-            for r in &round.reports {
-                let verdict = serde_json::to_value(r.verdict).unwrap_or_default();
-                println!(
-                    "    {}@{} {}: {}",
-                    r.validator_id,
-                    r.validator_version,
-                    verdict.as_str().unwrap_or("-"),
-                    r.summary
-                );
-                for f in &r.findings {
-                    println!(
-                        "      {} {}: {}",
-                        f.severity,
-                        f.path.as_deref().unwrap_or("-"),
-                        f.message
-                    );
-                }
-                for (field, value) in &r.extra {
-                    println!("      {field} = {value}");
-                }
-            }
+    /// The same report, read from the server at `server` with the caller's own token.
+    async fn remote(&self, server: &str, id: &rimthan_engine::SessionId) -> anyhow::Result<()> {
+        let token = std::env::var(&self.token_env).ok();
+        let (status, body) =
+            rimthan_mcp::admin_client::get_report(server, id.as_str(), token.as_deref(), self.json)
+                .await
+                .map_err(anyhow::Error::msg)?;
+        if status != 200 {
+            let shown: String = body.chars().take(512).collect();
+            return Err(InputError(format!("{server} answered {status}: {shown}")).into());
         }
+        if self.json {
+            let document: serde_json::Value = serde_json::from_str(&body)
+                .with_context(|| format!("{server} answered a report that is not JSON"))?;
+            println!("{}", serde_json::to_string_pretty(&document)?);
+        } else {
+            print!("{body}");
+        }
+        Ok(())
     }
-}
-
-/// `text` with control characters shown escaped, so a note cannot move the terminal's cursor or
-/// recolour what follows.
-fn printable(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_debug().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
 }

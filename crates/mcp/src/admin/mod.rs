@@ -25,7 +25,7 @@ use axum::{
     routing::{get, post},
 };
 use rimthan_engine::{
-    Engine, SessionId, SessionQuery, StatsQuery, Status,
+    Engine, Session, SessionId, SessionQuery, StatsQuery, Status,
     store::{Age, StoreError},
 };
 use rimthan_registry::Workflow;
@@ -206,6 +206,7 @@ pub fn router(engine: Arc<Engine>, access: Access, allowed_hosts: &[String]) -> 
         .merge(
             Router::new()
                 .route("/admin/api/sessions/{id}/decisions", post(decisions::api))
+                .route("/admin/api/sessions/{id}", get(report))
                 .with_state(state.clone()),
         )
         .layer(DefaultBodyLimit::max(MAX_FORM_BYTES));
@@ -547,17 +548,7 @@ async fn session(
             .await
             .map_err(unavailable)?
             .ok_or_else(unknown)?,
-        _ => {
-            let session = store.load_session(&id).await?.ok_or_else(unknown)?;
-            let owner = session
-                .principal
-                .as_ref()
-                .and_then(|p| p.organization.as_deref());
-            if viewer.scope().is_some() && viewer.scope() != owner {
-                return Err(unknown());
-            }
-            session
-        }
+        _ => in_sight(&state, &viewer, &id, unknown).await?,
     };
     // One more than shown, to tell whether older calls were left out.
     let timeline = store.recent_audit(&id, pages::TIMELINE_ROWS + 1).await?;
@@ -622,19 +613,7 @@ async fn provenance(
         return Err(unknown());
     }
     let id: SessionId = bounded("session id", &id)?.parse().map_err(|_| unknown())?;
-    let session = state
-        .engine
-        .store()
-        .load_session(&id)
-        .await?
-        .ok_or_else(unknown)?;
-    let owner = session
-        .principal
-        .as_ref()
-        .and_then(|p| p.organization.as_deref());
-    if viewer.scope().is_some() && viewer.scope() != owner {
-        return Err(unknown());
-    }
+    let session = in_sight(&state, &viewer, &id, unknown).await?;
     let file = state.engine.provenance(&session).await.map_err(|e| {
         Refusal::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -644,6 +623,96 @@ async fn provenance(
     })?;
     let file = file.ok_or_else(unknown)?;
     Ok(axum::Json(file.content).into_response())
+}
+
+/// `?format=` of `GET /admin/api/sessions/{id}`.
+#[derive(Debug, Default, Deserialize)]
+struct ReportFormat {
+    format: Option<String>,
+}
+
+/// `GET /admin/api/sessions/{id}`: the session as `rimthan sessions show` prints it, for a
+/// program with its own bearer token (`sessions show --server`): `?format=json` the document,
+/// else the text. Who may read it is who may open its page: a facilitator of its organization or
+/// of all, a role holder while it waits for their sign-off, anyone where nobody authenticates
+/// (loopback only). Everyone else is answered as for an id no session has.
+async fn report(
+    State(state): State<AdminState>,
+    Path(id): Path<String>,
+    Query(format): Query<ReportFormat>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, Refusal> {
+    let unknown = || Refusal::not_found("There is no session with this id.");
+    let json = match format.format.as_deref() {
+        Some("json") => true,
+        None | Some("text") => false,
+        Some(_) => return Err(Refusal::bad_input("format is json or text.")),
+    };
+    let viewer = match &state.access {
+        Access::Loopback => Viewer {
+            subject: None,
+            organization: None,
+            approver: None,
+            login: None,
+            waits_only: false,
+        },
+        Access::Facilitators(auth) => {
+            let token = headers
+                .get(axum::http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(crate::auth::bearer_token);
+            viewer_of(auth, token).await?
+        }
+    };
+    let id: SessionId = bounded("session id", &id)?.parse().map_err(|_| unknown())?;
+    let session = match (viewer.waits_only, &viewer.approver) {
+        (true, Some(approver)) => state
+            .engine
+            .awaiting(&id, approver)
+            .await
+            .map_err(unavailable)?
+            .ok_or_else(unknown)?,
+        _ => in_sight(&state, &viewer, &id, unknown).await?,
+    };
+    let registry = state.engine.releases().snapshot();
+    let report =
+        crate::report::SessionReport::of(&**state.engine.store(), &registry, session).await?;
+    Ok(if json {
+        axum::Json(report.json()).into_response()
+    } else {
+        (
+            [(
+                axum::http::header::CONTENT_TYPE,
+                "text/plain; charset=utf-8",
+            )],
+            report.text(),
+        )
+            .into_response()
+    })
+}
+
+/// The session `id` as a facilitator sees it: one of their organization's, or any for a
+/// facilitator of all; anything else answers `unknown`, as an id no session has.
+async fn in_sight(
+    state: &AdminState,
+    viewer: &Viewer,
+    id: &SessionId,
+    unknown: impl Fn() -> Refusal,
+) -> Result<Arc<Session>, Refusal> {
+    let session = state
+        .engine
+        .store()
+        .load_session(id)
+        .await?
+        .ok_or_else(&unknown)?;
+    let owner = session
+        .principal
+        .as_ref()
+        .and_then(|p| p.organization.as_deref());
+    if viewer.scope().is_some() && viewer.scope() != owner {
+        return Err(unknown());
+    }
+    Ok(session)
 }
 
 /// A workflow's step ids, in order.

@@ -366,16 +366,31 @@ pub(super) fn session(
                 thead { tr {
                     th scope="col" { "Time" } th scope="col" { "Call" } th scope="col" { "Step" }
                     th scope="col" { "Outcome" } th scope="col" { "Codes" } th scope="col" { "Failed validators" }
+                    th scope="col" { "Decided by" }
                 } }
                 tbody {
                     @for e in shown {
                         tr {
                             td { (e.at) }
                             td { (e.tool.as_str()) }
-                            td { @if let Some(j) = &e.judgement { (j.step) } }
+                            td {
+                                @if let Some(j) = &e.judgement { (j.step) }
+                                @if let Some(d) = &e.decision { (d.step) }
+                            }
                             td { (e.outcome.as_str()) }
                             td { (codes(e)) }
                             td { @if let Some(j) = &e.judgement { (j.failed.join(", ")) } }
+                            td {
+                                // A decision, refused ones too, names who made it and what they wrote.
+                                @if let Some(d) = &e.decision {
+                                    (e.principal.as_deref().unwrap_or("someone unauthenticated"))
+                                    @if d.asserted { " (name asserted)" }
+                                    @if let (Some(check), Some(rule)) = (&d.check_id, &d.rule) {
+                                        ", waiving " code { (check) } " " code { (rule) }
+                                    }
+                                    @if let Some(note) = &d.note { ": " (note) }
+                                }
+                            }
                         }
                     }
                 }
