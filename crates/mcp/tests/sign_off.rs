@@ -342,8 +342,14 @@ async fn approvers_send_back_and_approve_in_the_view_and_over_json_and_others_ar
     );
     let waiting = pass(&client, &start, &revise).await;
     assert_eq!(waiting["status"], "awaiting_approval");
-    // Resubmitted as it was: the page says so, output by output.
+    // Resubmitted as it was: the page says so, output by output, beside the note that sent it
+    // back.
     let again = get_signed_in(addr, &page_path, &ann).await;
+    let section = again.body.split(r#"id="sign-off""#).nth(1).unwrap();
+    assert!(
+        section.contains(r#"id="thread""#) && section.contains("Batch the backfill."),
+        "{section}"
+    );
     assert_eq!(
         again.body.matches("Unchanged since the send-back.").count(),
         2,
@@ -524,14 +530,6 @@ async fn send_back_counts_no_approvals_bad_bodies_are_named_and_forms_prove_thei
     let revise = read(&client, &waiting).await;
     let waiting = pass(&client, &start, &revise).await;
     assert_eq!(waiting["status"], "awaiting_approval");
-    // Resubmitted as it was: the page says so, output by output.
-    let again = get_signed_in(addr, &page_path, &ann).await;
-    assert_eq!(
-        again.body.matches("Unchanged since the send-back.").count(),
-        2,
-        "{}",
-        again.body
-    );
 
     // Bodies that are not decisions: an unknown field, broken JSON, a wrong type.
     for body in [

@@ -444,11 +444,7 @@ pub(crate) async fn api(
                 return refusal(
                     StatusCode::FORBIDDEN,
                     "approval_not_authenticated",
-                    &format!(
-                        "{} This server authenticates nobody; only the operator at the machine \
-                         decides, under the name they give",
-                        refused.message
-                    ),
+                    &refused.message,
                 );
             }
         },

@@ -585,7 +585,7 @@ async fn session(
         @if let Some(outcome) = outcome {
             p.notice id="decision-outcome" role="status" { (outcome) }
         }
-        (signoff::panel(&session, asked.as_ref(), deciding.as_ref()))
+        (signoff::panel(&session, asked.as_ref(), &timeline, deciding.as_ref()))
         (signoff::given(&session))
     };
     Ok(page(

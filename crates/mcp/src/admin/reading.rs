@@ -131,3 +131,22 @@ fn changes(text: &str, previous: Option<&str>, after_send_back: bool) -> Markup 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::changes;
+
+    #[test]
+    fn a_round_is_read_against_the_one_sent_back() {
+        let same = changes("a\nb\n", Some("a\nb\n"), true).into_string();
+        assert!(same.contains("Unchanged since the send-back."), "{same}");
+        let changed = changes("a\nc\n", Some("a\nb\n"), true).into_string();
+        assert!(
+            changed.contains("-b\n") && changed.contains("+c\n"),
+            "{changed}"
+        );
+        let new = changes("a\n", None, true).into_string();
+        assert!(new.contains("New since the send-back"), "{new}");
+        assert!(changes("a\n", None, false).into_string().is_empty());
+    }
+}

@@ -40,7 +40,7 @@ pub(super) fn report_rounds(session: &Session) -> Markup {
                                     } }
                                     td { ul {
                                         @for (field, value) in &r.extra {
-                                            li { code { (field) } " = " (value.to_string()) }
+                                            li { code { (field) } ": " (readable(value, 0)) }
                                         }
                                     } }
                                 }
@@ -50,6 +50,50 @@ pub(super) fn report_rounds(session: &Session) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// How deep a report's added field is laid out before the rest is shown as JSON.
+const MAX_READABLE_DEPTH: usize = 4;
+
+/// A report's added field as a person reads it: text as text, a list of records as a table
+/// (one column per key), a record as a definition list, a list of values as a list.
+fn readable(value: &serde_json::Value, depth: usize) -> Markup {
+    use serde_json::Value;
+    if depth >= MAX_READABLE_DEPTH {
+        return html! { code { (value.to_string()) } };
+    }
+    match value {
+        Value::String(text) => html! { (text) },
+        Value::Array(items) if items.iter().all(Value::is_object) && !items.is_empty() => {
+            let mut columns: Vec<&String> = Vec::new();
+            for item in items.iter().filter_map(Value::as_object) {
+                for key in item.keys() {
+                    if !columns.contains(&key) {
+                        columns.push(key);
+                    }
+                }
+            }
+            html! {
+                table.field {
+                    thead { tr { @for c in &columns { th scope="col" { (c) } } } }
+                    tbody {
+                        @for item in items.iter().filter_map(Value::as_object) {
+                            tr { @for c in &columns {
+                                td { @if let Some(v) = item.get(*c) { (readable(v, depth + 1)) } }
+                            } }
+                        }
+                    }
+                }
+            }
+        }
+        Value::Array(items) => html! {
+            ul { @for item in items { li { (readable(item, depth + 1)) } } }
+        },
+        Value::Object(fields) => html! {
+            dl { @for (key, v) in fields { dt { (key) } dd { (readable(v, depth + 1)) } } }
+        },
+        other => html! { (other.to_string()) },
     }
 }
 

@@ -7,7 +7,7 @@
 
 use maud::{Markup, html};
 use rimthan_engine::{
-    Session, Status, Verdict,
+    AuditEntry, Outcome, Session, Status, Verdict,
     approval::{Signoff, Waiver},
 };
 use rimthan_registry::Approval;
@@ -24,6 +24,7 @@ pub(super) struct Deciding<'a> {
 pub(super) fn panel(
     session: &Session,
     asked: Option<&Approval>,
+    timeline: &[AuditEntry],
     deciding: Option<&Deciding<'_>>,
 ) -> Markup {
     let Some(pending) = session
@@ -70,6 +71,7 @@ pub(super) fn panel(
                 }
                 "."
             }
+            (thread(timeline, &step))
             @if deciding.is_some_and(|d| d.asserted) {
                 p id="who-decides" { "Nobody is signed in here: the operator at this machine \
                     decides, under the name they give, recorded as asserted." }
@@ -151,6 +153,32 @@ pub(super) fn panel(
             } @else {
                 p.notice { "Deciding needs a signed-in approver: start the server with "
                     code { "--auth" } " and sign in." }
+            }
+        }
+    }
+}
+
+/// What people decided on `step` so far, oldest first, refusals left out: the send-backs' notes
+/// an approver reads the new round against, and the approvals and waivers given.
+fn thread(timeline: &[AuditEntry], step: &str) -> Markup {
+    let decided: Vec<_> = timeline
+        .iter()
+        .filter(|e| e.outcome != Outcome::Rejected)
+        .filter_map(|e| Some((e, e.decision.as_ref().filter(|d| d.step == step)?)))
+        .collect();
+    if decided.is_empty() {
+        return html! {};
+    }
+    html! {
+        h3 { "Decided on this step so far" }
+        ol id="thread" {
+            @for (e, d) in decided {
+                li {
+                    strong { (e.principal.as_deref().unwrap_or("someone unauthenticated")) }
+                    @if d.asserted { " (name asserted)" }
+                    " · " (e.tool.as_str()) " at " (e.at)
+                    @if let Some(note) = &d.note { ": " (note) }
+                }
             }
         }
     }
