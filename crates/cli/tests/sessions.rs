@@ -214,3 +214,36 @@ fn the_sign_off_flag_table_lists_every_decision_flag() {
     from_help.extend(help_flags("waive"));
     assert_eq!(doc_flags("## 5. "), from_help);
 }
+
+#[test]
+fn sessions_show_prints_what_an_agent_wrote_with_control_and_bidi_characters_escaped() {
+    use rimthan_testkit::engine::*;
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("store.db").display());
+    let hostile = "\u{1b}[2J\u{7}\u{202e}txt.exe";
+    let id = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let store = rimthan_engine::store::open(&database).await.unwrap();
+        let engine = engine_on(store).await;
+        let start = start_request("claude-code");
+        let setup = active(engine.start(start.clone(), None).await.unwrap());
+        let first = pass_step(&engine, &setup, &start).await;
+        let plan = ready(engine.prepare(prepare(&first, &start), None).await.unwrap());
+        let mut req = submit(&first, &plan, rimthan_engine::Verdict::Fail);
+        req.reports[0].summary = hostile.into();
+        req.reports[0].findings[0].message = hostile.into();
+        let revise = step_active(engine.submit(req, None).await.unwrap());
+        revise.session_id
+    });
+    let out = rimthan(&["sessions", "show", &id, "--database-url", &database]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = String::from_utf8(out.stdout).unwrap();
+    assert!(shown.contains(r"\u{1b}[2J\u{7}\u{202e}txt.exe"), "{shown}");
+    assert!(
+        !shown.contains(['\u{1b}', '\u{7}', '\u{202e}']),
+        "raw control characters in\n{shown}"
+    );
+}

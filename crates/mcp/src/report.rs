@@ -205,7 +205,14 @@ impl SessionReport {
                     (Some(path), None) => path.clone(),
                     _ => "-".into(),
                 };
-                say!(out, "  {by} {} {at}: {}", f.severity, f.message);
+                say!(
+                    out,
+                    "  {} {} {}: {}",
+                    printable(&by),
+                    f.severity,
+                    printable(&at),
+                    printable(&f.message)
+                );
             }
         }
         report_rounds(&mut out, session);
@@ -215,7 +222,13 @@ impl SessionReport {
                 "\naccepted outputs (attested; the store holds no bodies)"
             );
             for (path, a) in &session.ledger {
-                say!(out, "  {path}  {} bytes  sha256 {}", a.bytes, a.sha256);
+                say!(
+                    out,
+                    "  {}  {} bytes  sha256 {}",
+                    printable(path),
+                    a.bytes,
+                    a.sha256
+                );
             }
         }
         out
@@ -252,7 +265,14 @@ fn report_rounds(out: &mut String, session: &Session) {
                         (Some(path), None) => path.clone(),
                         _ => "-".into(),
                     };
-                    say!(out, "      {} {at}: {}: {}", f.severity, f.rule, f.message);
+                    say!(
+                        out,
+                        "      {} {}: {}: {}",
+                        f.severity,
+                        printable(&at),
+                        printable(&f.rule),
+                        printable(&f.message)
+                    );
                 }
             }
             for r in &round.reports {
@@ -260,38 +280,67 @@ fn report_rounds(out: &mut String, session: &Session) {
                 say!(
                     out,
                     "    {}@{} {}: {}",
-                    r.validator_id,
-                    r.validator_version,
+                    printable(&r.validator_id),
+                    printable(&r.validator_version),
                     verdict.as_str().unwrap_or("-"),
-                    r.summary
+                    printable(&r.summary)
                 );
                 for f in &r.findings {
                     say!(
                         out,
                         "      {} {}: {}",
                         f.severity,
-                        f.path.as_deref().unwrap_or("-"),
-                        f.message
+                        printable(f.path.as_deref().unwrap_or("-")),
+                        printable(&f.message)
                     );
                 }
                 for (field, value) in &r.extra {
-                    say!(out, "      {field} = {value}");
+                    say!(
+                        out,
+                        "      {} = {}",
+                        printable(field),
+                        printable(&value.to_string())
+                    );
                 }
             }
         }
     }
 }
 
-/// `text` with control characters shown escaped, so a note cannot move the terminal's cursor or
-/// recolour what follows.
-fn printable(text: &str) -> String {
+/// `text` with control and bidirectional-formatting characters shown escaped, so text an agent
+/// wrote (a note, a report, a check's message quoting an output) cannot move the terminal's
+/// cursor, recolour what follows or reorder what a reader sees.
+pub fn printable(text: &str) -> String {
     text.chars()
         .map(|c| {
             if c.is_control() {
                 c.escape_debug().to_string()
+            } else if is_bidi_format(c) {
+                c.escape_unicode().to_string()
             } else {
                 c.to_string()
             }
         })
         .collect()
+}
+
+/// The Unicode characters that change the order text is shown in.
+fn is_bidi_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn control_and_bidi_characters_are_shown_escaped() {
+        assert_eq!(printable("ok: é"), "ok: é");
+        assert_eq!(printable("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
+        assert_eq!(printable("x\u{7}\u{202e}y"), "x\\u{7}\\u{202e}y");
+        assert_eq!(printable("line\nnext"), "line\\nnext");
+    }
 }

@@ -10,6 +10,7 @@ use std::{
 
 use clap::Args;
 use rimthan_checks::{Finding, Input, Severity};
+use rimthan_mcp::report::printable;
 use rimthan_registry::{
     ReleaseId, SigningKey, Step, VerifiedRelease, build_release, external_policy, verify_registry,
 };
@@ -253,9 +254,10 @@ fn print_result(result: &CheckResult<'_>, out: &mut impl std::io::Write) -> std:
         ),
         verdict => {
             for f in &result.findings {
+                // A finding quotes the text it judged, which an agent wrote.
                 let at = match (&f.path, f.line) {
-                    (Some(p), Some(l)) => format!("{p}:{l}: "),
-                    (Some(p), None) => format!("{p}: "),
+                    (Some(p), Some(l)) => format!("{}:{l}: ", printable(p)),
+                    (Some(p), None) => format!("{}: ", printable(p)),
                     _ => String::new(),
                 };
                 let warning = if f.severity == Severity::Warning {
@@ -263,7 +265,12 @@ fn print_result(result: &CheckResult<'_>, out: &mut impl std::io::Write) -> std:
                 } else {
                     ""
                 };
-                writeln!(out, "{at}{}: {}{warning}", f.rule, f.message)?;
+                writeln!(
+                    out,
+                    "{at}{}: {}{warning}",
+                    printable(&f.rule),
+                    printable(&f.message)
+                )?;
             }
             writeln!(out, "check {}: {verdict}", result.id)
         }
