@@ -6,7 +6,7 @@
 //! bounded in bytes and entries, keyed by the session id and revision, never by anything a
 //! caller sent. Every call still opens the session first: the checkpoint, the caller's access
 //! and the checkpoint's sequence are checked against the stored session on every call, and a
-//! change moves the revision ([`Engine::change`]), so a kept payload can never answer for a
+//! change moves the revision (`engine/transact.rs`), so a kept payload can never answer for a
 //! session that moved on.
 
 use std::sync::{Arc, Weak};
