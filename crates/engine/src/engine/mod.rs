@@ -1,10 +1,11 @@
 //! The engine: the four workflow operations and an approver's decision over a store and a
 //! verified registry, one module per operation ([`start`], [`active_step`], [`prepare`],
-//! [`submit`], [`approve`]). Each reads the same way: parse the request, open the session
-//! ([`access`]), decide with a rule (`rules/transition.rs`), and store the change in the one
-//! compare-and-swap loop ([`transact`]), with its audit entry ([`record`]).
+//! [`submit`], [`approve`]), and what an approver looks at ([`look`]). Each change reads the same
+//! way: parse the request, open the session ([`access`]), decide with a rule
+//! (`rules/transition.rs`), and store the change in the one compare-and-swap loop
+//! ([`transact`]), with its audit entry ([`record`]).
 //!
-//! The request behind each change is remembered in the session ([`LastRequest`]), so a harness
+//! The request behind each change is remembered in the session (`LastRequest`), so a harness
 //! that repeats it after losing the answer gets that answer again, not a second change or a
 //! `stale_checkpoint` it cannot recover from (`docs/engine.md` §3.1).
 
