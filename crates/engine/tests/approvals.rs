@@ -534,7 +534,7 @@ async fn where_nobody_authenticates_the_operator_signs_off_under_a_name_recorded
     let mut at = Session::at_write_note_by(None).await;
     at.write_note(NOTE_OK, SQL_OK).await;
     assert_eq!(at.payload.status, Status::AwaitingApproval);
-    let ada = Approver::asserted("ada".into());
+    let ada = Approver::asserted("ada").unwrap();
     assert_eq!(
         recorded(at.decide(&ada, approve()).await),
         (Status::AwaitingApproval, 1)
@@ -544,7 +544,10 @@ async fn where_nobody_authenticates_the_operator_signs_off_under_a_name_recorded
         refused(at.decide(&ada, approve()).await),
         "approval_already_given"
     );
-    recorded(at.decide(&Approver::asserted("bo".into()), approve()).await);
+    recorded(
+        at.decide(&Approver::asserted("bo").unwrap(), approve())
+            .await,
+    );
 
     let stored = at.stored().await;
     let signed = &stored.signoffs[&"write-note".parse().unwrap()];
@@ -570,7 +573,7 @@ async fn an_asserted_name_decides_nothing_an_authenticated_participant_started()
     .await;
     alone.write_note(NOTE_OK, SQL_OK).await;
     let before = alone.revision().await;
-    let ada = Approver::asserted("ada".into());
+    let ada = Approver::asserted("ada").unwrap();
     assert_eq!(
         refused(alone.decide(&ada, approve()).await),
         "approval_not_authenticated"

@@ -200,11 +200,7 @@ impl SessionReport {
                     (Some(check), Some(rule)) => format!("check {check} [{rule}]"),
                     _ => f.validator_id.clone(),
                 };
-                let at = match (&f.path, f.line) {
-                    (Some(path), Some(line)) => format!("{path}:{line}"),
-                    (Some(path), None) => path.clone(),
-                    _ => "-".into(),
-                };
+                let at = location(f.path.as_deref(), f.line);
                 say!(
                     out,
                     "  {} {} {}: {}",
@@ -260,11 +256,7 @@ fn report_rounds(out: &mut String, session: &Session) {
                     c.sha256
                 );
                 for f in &c.findings {
-                    let at = match (&f.path, f.line) {
-                        (Some(path), Some(line)) => format!("{path}:{line}"),
-                        (Some(path), None) => path.clone(),
-                        _ => "-".into(),
-                    };
+                    let at = location(f.path.as_deref(), f.line);
                     say!(
                         out,
                         "      {} {}: {}: {}",
@@ -304,6 +296,15 @@ fn report_rounds(out: &mut String, session: &Session) {
                 }
             }
         }
+    }
+}
+
+/// Where a finding is: `path:line`, `path`, or `-`.
+fn location(path: Option<&str>, line: Option<u32>) -> String {
+    match (path, line) {
+        (Some(path), Some(line)) => format!("{path}:{line}"),
+        (Some(path), None) => path.to_owned(),
+        _ => "-".into(),
     }
 }
 

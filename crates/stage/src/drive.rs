@@ -497,8 +497,16 @@ async fn sign_off(
             note: Some("signed off at the machine with rimthan stage --sign-off-as".into()),
         },
     };
+    let Some(approver) = Approver::asserted(name) else {
+        return Err(StageError::SignOffRefused {
+            step,
+            code: "invalid_arguments".into(),
+            message: "the name to sign off under is empty, too long or holds a control character"
+                .into(),
+        });
+    };
     match engine
-        .decide(request, &Approver::asserted(name.to_owned()))
+        .decide(request, &approver)
         .await
         .map_err(|e| StageError::Connect(e.to_string()))?
     {

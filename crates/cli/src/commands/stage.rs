@@ -124,11 +124,12 @@ impl StageArgs {
             .into());
         }
         if let Some(name) = &self.sign_off_as
-            && (name.trim().is_empty() || name.len() > 128 || name.chars().any(char::is_control))
+            && rimthan_engine::approval::Approver::asserted(name).is_none()
         {
-            return Err(InputError(
-                "--sign-off-as takes a name of 1 to 128 bytes without control characters".into(),
-            )
+            return Err(InputError(format!(
+                "--sign-off-as takes a name of 1 to {} bytes without control characters",
+                rimthan_engine::approval::MAX_ASSERTED_NAME_BYTES
+            ))
             .into());
         }
         if self.url.is_none() && self.token.is_some() {

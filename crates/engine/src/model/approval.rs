@@ -12,6 +12,9 @@ use crate::{
     model::session::{AcceptedArtifact, Finding, Principal, SessionId},
 };
 
+/// The longest name an operator may decide under where nobody authenticates, in bytes.
+pub const MAX_ASSERTED_NAME_BYTES: usize = 128;
+
 /// The longest note or reason an approver may give, in bytes.
 pub const MAX_NOTE_BYTES: usize = 4096;
 
@@ -234,17 +237,22 @@ pub fn unknown_session(id: &str) -> Failure {
 impl Approver {
     /// The operator at the machine of a server that authenticates nobody, deciding under the
     /// name they give: what they decide is recorded as asserted (`docs/operations/facilitator.md`
-    /// §5).
-    pub fn asserted(name: String) -> Self {
-        Self {
+    /// §5). None for a name that is empty once trimmed, longer than
+    /// [`MAX_ASSERTED_NAME_BYTES`], or holding a control character.
+    pub fn asserted(name: &str) -> Option<Self> {
+        let name = name.trim();
+        let fit = !name.is_empty()
+            && name.len() <= MAX_ASSERTED_NAME_BYTES
+            && !name.chars().any(char::is_control);
+        fit.then(|| Self {
             principal: Principal {
-                subject: name,
+                subject: name.to_owned(),
                 organization: None,
             },
             facilitator: FacilitatorOf::Nobody,
             roles: Vec::new(),
             identity: Identity::Asserted,
-        }
+        })
     }
 
     /// Whether they may learn anything of a session started by `participant`: people of its

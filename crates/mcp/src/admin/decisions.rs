@@ -26,7 +26,8 @@ use hmac::{Hmac, Mac};
 use rimthan_engine::{
     Code, SessionId,
     approval::{
-        Approver, Decision, DecisionRequest, DecisionResult, MAX_EXPECTED_OUTPUTS, unknown_session,
+        Approver, Decision, DecisionRequest, DecisionResult, MAX_ASSERTED_NAME_BYTES,
+        MAX_EXPECTED_OUTPUTS, unknown_session,
     },
 };
 use rimthan_registry::Sha256Digest;
@@ -39,9 +40,6 @@ use crate::auth;
 
 /// Longest note or reason accepted, in bytes: the engine's bound, checked before it runs.
 const MAX_NOTE_BYTES: usize = rimthan_engine::approval::MAX_NOTE_BYTES;
-
-/// Longest asserted name, in bytes.
-const MAX_ASSERTED_NAME_BYTES: usize = 128;
 
 /// What the loopback door's form tokens are bound to, in place of a sign-in's handle.
 pub(crate) const LOOPBACK_LOGIN: &str = "loopback operator";
@@ -112,21 +110,15 @@ pub(crate) struct DecisionInput {
     asserted: Option<String>,
 }
 
-/// The operator at the machine under the name they gave: trimmed, 1 to
-/// [`MAX_ASSERTED_NAME_BYTES`] bytes, no control characters.
+/// The operator at the machine under the name they gave (`Approver::asserted`).
 fn asserted_approver(name: Option<&str>) -> Result<Approver, Refusal> {
-    let name = name.map(str::trim).unwrap_or_default();
-    if name.is_empty() {
-        return Err(Refusal::bad_input(
-            "This server authenticates nobody: give your name (as), which is recorded as asserted.",
-        ));
-    }
-    if name.len() > MAX_ASSERTED_NAME_BYTES || name.chars().any(char::is_control) {
-        return Err(Refusal::bad_input(format!(
-            "Your name is at most {MAX_ASSERTED_NAME_BYTES} bytes, without control characters."
-        )));
-    }
-    Ok(Approver::asserted(name.to_owned()))
+    Approver::asserted(name.unwrap_or_default()).ok_or_else(|| {
+        Refusal::bad_input(format!(
+            "This server authenticates nobody: give your name (as), at most \
+             {MAX_ASSERTED_NAME_BYTES} bytes without control characters; it is recorded as \
+             asserted."
+        ))
+    })
 }
 
 /// `expect_sha256` as a form (one string) or a program (a list) sends it.

@@ -71,6 +71,17 @@ pub(crate) struct Viewer {
 }
 
 impl Viewer {
+    /// Whoever reaches the view on a server that authenticates nobody (loopback only).
+    fn loopback() -> Self {
+        Self {
+            subject: None,
+            organization: None,
+            approver: None,
+            login: None,
+            waits_only: false,
+        }
+    }
+
     /// The organization every query is held to, if any.
     fn scope(&self) -> Option<&str> {
         self.organization.as_deref()
@@ -341,13 +352,7 @@ async fn viewer_of(auth: &Auth, token: Option<&str>) -> Result<Viewer, Refusal> 
 /// Lets a facilitator through with who they are, or answers the refusal page.
 async fn admit(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
     let viewer = match &gate.access {
-        Access::Loopback => Viewer {
-            subject: None,
-            organization: None,
-            approver: None,
-            login: None,
-            waits_only: false,
-        },
+        Access::Loopback => Viewer::loopback(),
         Access::Facilitators(auth) => {
             let viewer = match presented(request.headers()) {
                 Some(Presented::Bearer(token)) => viewer_of(auth, Some(token)).await,
@@ -540,16 +545,7 @@ async fn session(
     let unknown = || Refusal::not_found("There is no session with this id.");
     let id: SessionId = bounded("session id", &id)?.parse().map_err(|_| unknown())?;
     let store = state.engine.store();
-    let session = match (viewer.waits_only, &viewer.approver) {
-        // A role holder sees a session only while it waits for a sign-off they may give.
-        (true, Some(approver)) => state
-            .engine
-            .awaiting(&id, approver)
-            .await
-            .map_err(unavailable)?
-            .ok_or_else(unknown)?,
-        _ => in_sight(&state, &viewer, &id, unknown).await?,
-    };
+    let session = in_sight(&state, &viewer, &id, unknown).await?;
     // One more than shown, to tell whether older calls were left out.
     let timeline = store.recent_audit(&id, pages::TIMELINE_ROWS + 1).await?;
     let registry = state.engine.releases().snapshot();
@@ -649,13 +645,7 @@ async fn report(
         Some(_) => return Err(Refusal::bad_input("format is json or text.")),
     };
     let viewer = match &state.access {
-        Access::Loopback => Viewer {
-            subject: None,
-            organization: None,
-            approver: None,
-            login: None,
-            waits_only: false,
-        },
+        Access::Loopback => Viewer::loopback(),
         Access::Facilitators(auth) => {
             let token = headers
                 .get(axum::http::header::AUTHORIZATION)
@@ -665,15 +655,7 @@ async fn report(
         }
     };
     let id: SessionId = bounded("session id", &id)?.parse().map_err(|_| unknown())?;
-    let session = match (viewer.waits_only, &viewer.approver) {
-        (true, Some(approver)) => state
-            .engine
-            .awaiting(&id, approver)
-            .await
-            .map_err(unavailable)?
-            .ok_or_else(unknown)?,
-        _ => in_sight(&state, &viewer, &id, unknown).await?,
-    };
+    let session = in_sight(&state, &viewer, &id, unknown).await?;
     let registry = state.engine.releases().snapshot();
     let report =
         crate::report::SessionReport::of(&**state.engine.store(), &registry, session).await?;
@@ -691,14 +673,23 @@ async fn report(
     })
 }
 
-/// The session `id` as a facilitator sees it: one of their organization's, or any for a
-/// facilitator of all; anything else answers `unknown`, as an id no session has.
+/// The session `id` as `viewer` may see it: for a facilitator one of their organization's, or
+/// any for a facilitator of all; for a role holder one waiting for a sign-off they may give.
+/// Anything else answers `unknown`, as an id no session has.
 async fn in_sight(
     state: &AdminState,
     viewer: &Viewer,
     id: &SessionId,
     unknown: impl Fn() -> Refusal,
 ) -> Result<Arc<Session>, Refusal> {
+    if let (true, Some(approver)) = (viewer.waits_only, &viewer.approver) {
+        return state
+            .engine
+            .awaiting(id, approver)
+            .await
+            .map_err(unavailable)?
+            .ok_or_else(unknown);
+    }
     let session = state
         .engine
         .store()
