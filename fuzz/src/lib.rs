@@ -335,6 +335,7 @@ pub fn check_inputs(data: &[u8]) {
                 CheckError::InputNotText { .. }
                 | CheckError::OperationsExceeded { .. }
                 | CheckError::WallTimeExceeded { .. }
+                | CheckError::InputTooComplex { .. }
                 | CheckError::TooManyFindings { .. },
             ) => {}
             Err(other) => panic!("{format:?}: unexpected {} ({other})", other.code()),

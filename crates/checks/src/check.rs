@@ -1,8 +1,13 @@
 //! A check: compiled once from its source, run on named inputs as often as needed, each run
 //! giving the same findings, sorted, or one named `CheckError`.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+
 use rhai::{Dynamic, Map};
 
+use crate::budget::{self, Budget, Spent, Unparsed};
 use crate::input::{Format, Input, TextInput, admit};
 use crate::script::Script;
 use crate::sql::SqlLint;
@@ -59,27 +64,56 @@ impl Check {
     /// parser reads it; an input its own format cannot parse is a `parse_error` finding at its
     /// line, and the script does not run on it. Findings come back sorted
     /// (`Finding`'s order), so the same inputs give the same list on every run.
+    ///
+    /// The run gets a thread of its own; this one waits for it until `Limits::max_wall_time`
+    /// and then raises the flag the parsers and the interpreter look at, so one deadline
+    /// covers parsing, linting and the script.
     pub fn run(&self, inputs: &[Input<'_>]) -> Result<Vec<Finding>, CheckError> {
         let admitted = admit(inputs, &self.limits)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (done, finished) = mpsc::channel::<()>();
         std::thread::scope(|scope| {
-            std::thread::Builder::new()
+            let run = std::thread::Builder::new()
                 .name("rimthan-check".to_owned())
                 .stack_size(RUN_STACK)
-                .spawn_scoped(scope, || self.run_admitted(&admitted))
+                .spawn_scoped(scope, || {
+                    let outcome = self.run_admitted(&admitted, &stop);
+                    // The waiting thread may have stopped listening at the deadline.
+                    let _ = done.send(());
+                    outcome
+                })
                 .map_err(|e| CheckError::RuntimeUnavailable {
                     message: e.to_string(),
-                })?
-                .join()
+                })?;
+            if let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(self.limits.max_wall_time)
+            {
+                stop.store(true, Ordering::Relaxed);
+            }
+            run.join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         })
     }
 
-    fn run_admitted(&self, admitted: &[TextInput<'_>]) -> Result<Vec<Finding>, CheckError> {
+    fn run_admitted(
+        &self,
+        admitted: &[TextInput<'_>],
+        stop: &Arc<AtomicBool>,
+    ) -> Result<Vec<Finding>, CheckError> {
+        let wall_time = CheckError::WallTimeExceeded {
+            limit: self.limits.max_wall_time,
+        };
         let mut findings = Vec::new();
         match &self.kind {
-            Kind::SqlLint(lint) => lint.run(admitted, &mut findings),
-            Kind::Script(script) => match parsed(admitted) {
-                Ok(inputs) => findings = script.run(inputs, &self.limits)?,
+            Kind::SqlLint(lint) => {
+                for input in admitted {
+                    if stop.load(Ordering::Relaxed) {
+                        return Err(wall_time);
+                    }
+                    lint.lint(input, &mut findings);
+                }
+            }
+            Kind::Script(script) => match parsed(admitted, &self.limits, stop)? {
+                Ok(inputs) => findings = script.run(inputs, &self.limits, Arc::clone(stop))?,
                 Err(parse_errors) => findings = parse_errors,
             },
         }
@@ -93,35 +127,57 @@ impl Check {
     }
 }
 
-/// The `inputs` map a script reads: each input's `name`, `format`, `text` and parsed form.
-fn parsed(inputs: &[TextInput<'_>]) -> Result<Map, Vec<Finding>> {
+/// The `inputs` map a script reads: each input's `name`, `format`, `text` and parsed form, or
+/// the `parse_error` findings of the inputs that do not parse. The forms of all inputs share
+/// one budget of `Limits::max_parsed_bytes`.
+fn parsed(
+    inputs: &[TextInput<'_>],
+    limits: &Limits,
+    stop: &AtomicBool,
+) -> Result<Result<Map, Vec<Finding>>, CheckError> {
+    let budget = Budget::new(limits.max_parsed_bytes, stop);
     let mut map = Map::new();
     let mut errors = Vec::new();
     for input in inputs {
+        let spent = |spent: Spent| match spent {
+            Spent::Memory => CheckError::InputTooComplex {
+                input: input.name.to_owned(),
+                limit: limits.max_parsed_bytes,
+            },
+            Spent::Time => CheckError::WallTimeExceeded {
+                limit: limits.max_wall_time,
+            },
+        };
+        budget
+            .spend(budget::map(4) + budget::string(input.text.len()))
+            .map_err(spent)?;
         let mut entry = Map::new();
         entry.insert("name".into(), input.name.into());
         entry.insert("format".into(), input.format.as_str().into());
         entry.insert("text".into(), input.text.into());
-        let form: Result<Option<Dynamic>, Finding> = match input.format {
+        let form: Result<Option<Dynamic>, Unparsed> = match input.format {
             Format::Text => Ok(None),
-            Format::Markdown => Ok(Some(markdown::parse(input.text))),
-            Format::Csv => data::csv(input.name, input.text).map(Some),
-            Format::Json => data::json(input.name, input.text).map(Some),
-            Format::Yaml => data::yaml(input.name, input.text).map(Some),
-            Format::Sql => Ok(Some(sql::parse(input.text))),
+            Format::Markdown => markdown::parse(input.name, input.text, &budget).map(Some),
+            Format::Csv => data::csv(input.name, input.text, &budget).map(Some),
+            Format::Json => data::json(input.name, input.text, &budget).map(Some),
+            Format::Yaml => data::yaml(input.name, input.text, &budget).map(Some),
+            Format::Sql => sql::parse(input.text, &budget)
+                .map(Some)
+                .map_err(Unparsed::Spent),
         };
         match form {
             Ok(Some(form)) => {
                 entry.insert(input.format.as_str().into(), form);
             }
             Ok(None) => {}
-            Err(finding) => errors.push(finding),
+            Err(Unparsed::Error(finding)) => errors.push(finding),
+            Err(Unparsed::Spent(s)) => return Err(spent(s)),
         }
         map.insert(input.name.into(), entry.into());
     }
-    if errors.is_empty() {
+    Ok(if errors.is_empty() {
         Ok(map)
     } else {
         Err(errors)
-    }
+    })
 }

@@ -53,6 +53,23 @@ pub enum CheckError {
         /// Byte offset of the first byte that is not text.
         offset: usize,
     },
+    /// The parsed forms of the inputs would hold more than `Limits::max_parsed_bytes`; the
+    /// script did not start.
+    #[error(
+        "input `{input}` is too costly to read: the parsed forms of this run's inputs would hold over {limit} bytes"
+    )]
+    InputTooComplex {
+        /// The input being parsed when the budget ran out.
+        input: String,
+        /// The bound.
+        limit: usize,
+    },
+    /// The check's script is longer, or declares more variables, than a check may.
+    #[error("check script refused: {reason}")]
+    ScriptTooLarge {
+        /// Which limit, and the script's size against it.
+        reason: String,
+    },
     /// The check ran more than `Limits::max_operations` operations.
     #[error("check stopped after {limit} operations")]
     OperationsExceeded {
@@ -71,7 +88,7 @@ pub enum CheckError {
         /// The bound.
         limit: usize,
     },
-    /// The check ran longer than `Limits::max_wall_time`.
+    /// The check ran longer than `Limits::max_wall_time`, parsing, linting and script together.
     #[error("check stopped after {limit:?} of wall time")]
     WallTimeExceeded {
         /// The bound.
@@ -120,6 +137,8 @@ impl CheckError {
             Self::InputsInvalid { .. } => "check_inputs_invalid",
             Self::InputTooLarge { .. } => "check_input_too_large",
             Self::InputNotText { .. } => "check_input_not_text",
+            Self::InputTooComplex { .. } => "check_input_too_complex",
+            Self::ScriptTooLarge { .. } => "check_script_too_large",
             Self::OperationsExceeded { .. } => "check_operations_exceeded",
             Self::DataTooLarge { .. } => "check_data_too_large",
             Self::CallDepthExceeded { .. } => "check_call_depth_exceeded",

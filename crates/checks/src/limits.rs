@@ -19,10 +19,14 @@ pub struct Limits {
     pub max_array_len: usize,
     /// Entries of any one map the check builds, nested maps included.
     pub max_map_len: usize,
+    /// Estimated bytes of the parsed forms of one run's inputs together, charged as they are
+    /// built and before the script starts (`docs/checks.md` §Bounds).
+    pub max_parsed_bytes: usize,
     /// Function calls nested inside one another.
     pub max_call_depth: usize,
-    /// Wall time of one run: a backstop behind `max_operations`, which is what makes the verdict
-    /// the same on every machine.
+    /// Wall time of one run, parsing, linting and the script together: a backstop behind
+    /// `max_operations` and `max_parsed_bytes`, which are what make the verdict the same on
+    /// every machine.
     pub max_wall_time: Duration,
     /// Findings one run may report.
     pub max_findings: usize,
@@ -37,6 +41,7 @@ impl Default for Limits {
             max_string_bytes: 16 << 20,
             max_array_len: 1 << 20,
             max_map_len: 1 << 20,
+            max_parsed_bytes: 16 << 20,
             max_call_depth: 64,
             max_wall_time: Duration::from_secs(5),
             max_findings: 1_000,
@@ -58,6 +63,11 @@ impl Limits {
     /// Replace `max_wall_time`.
     pub fn with_max_wall_time(mut self, wall_time: Duration) -> Self {
         self.max_wall_time = wall_time;
+        self
+    }
+    /// Replace `max_parsed_bytes`.
+    pub fn with_max_parsed_bytes(mut self, bytes: usize) -> Self {
+        self.max_parsed_bytes = bytes;
         self
     }
     /// Replace `max_findings`.

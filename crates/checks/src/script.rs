@@ -1,17 +1,20 @@
 //! The script check kind: a Rhai script, compiled once, run in a sandbox of its own per run
 //! with every bound of `Limits` set on the interpreter (`docs/checks.md` §Why Rhai).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
-use std::time::Instant;
 
 use rhai::packages::{Package, StandardPackage};
 use rhai::{AST, Dynamic, Engine, EvalAltResult, ImmutableString, Map, NativeCallContext, Scope};
 
 use crate::{CheckError, Finding, Limits, Severity};
 
-/// Operations between two looks at the clock: the wall-time bound is a backstop, and reading
-/// the clock on every operation would cost more than the operation.
-const CLOCK_EVERY: u64 = 4096;
+/// Longest script source a check may have.
+pub(crate) const MAX_SCRIPT_BYTES: usize = 64 << 10;
+/// Most `let`, `const` and `fn` declarations a script may make: Rhai's compiler looks each
+/// name up among those declared before it, so compiling is quadratic in their number (30,000
+/// `let`s took 19 s, at every server start).
+pub(crate) const MAX_SCRIPT_DECLARATIONS: usize = 2_000;
 /// Longest rule id a check may report.
 const MAX_RULE_BYTES: usize = 128;
 /// Longest message a check may report.
@@ -58,6 +61,26 @@ fn engine(limits: &Limits) -> Engine {
 
 impl Script {
     pub(crate) fn compile(source: &str, limits: &Limits) -> Result<Self, CheckError> {
+        if source.len() > MAX_SCRIPT_BYTES {
+            return Err(CheckError::ScriptTooLarge {
+                reason: format!(
+                    "{} bytes, over the limit of {MAX_SCRIPT_BYTES}",
+                    source.len()
+                ),
+            });
+        }
+        let declarations = source
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|word| matches!(*word, "let" | "const" | "fn"))
+            .count();
+        if declarations > MAX_SCRIPT_DECLARATIONS {
+            return Err(CheckError::ScriptTooLarge {
+                reason: format!(
+                    "{declarations} `let`, `const` and `fn` declarations, over the limit of \
+                     {MAX_SCRIPT_DECLARATIONS}"
+                ),
+            });
+        }
         let ast = engine(limits).compile(source).map_err(|e| {
             let position = e.position();
             CheckError::CompileFailed {
@@ -70,17 +93,18 @@ impl Script {
     }
 
     /// Runs the script with `inputs` (the map a script reads as `inputs`) and returns what it
-    /// reported, unsorted.
-    pub(crate) fn run(&self, inputs: Map, limits: &Limits) -> Result<Vec<Finding>, CheckError> {
+    /// reported, unsorted. The interpreter looks at `stop`, which the run's deadline raises,
+    /// between any two operations.
+    pub(crate) fn run(
+        &self,
+        inputs: Map,
+        limits: &Limits,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Vec<Finding>, CheckError> {
         let sink = Arc::new(Mutex::new(Sink::default()));
         let mut engine = engine(limits);
         register_findings(&mut engine, &sink, limits.max_findings);
-        let started = Instant::now();
-        let wall_time = limits.max_wall_time;
-        engine.on_progress(move |operations| {
-            (operations % CLOCK_EVERY == 0 && started.elapsed() > wall_time)
-                .then_some(Dynamic::UNIT)
-        });
+        engine.on_progress(move |_| stop.load(Ordering::Relaxed).then_some(Dynamic::UNIT));
         let mut scope = Scope::new();
         scope.push_constant("inputs", inputs);
         let outcome = engine.run_ast_with_scope(&mut scope, &self.ast);

@@ -8,6 +8,7 @@ use rhai::{Array, Dynamic, Map};
 use squawk_linter::{Linter, Rule};
 use squawk_syntax::{SourceFile, SyntaxKind, ast::AstNode};
 
+use crate::budget::{self, Budget, Spent};
 use crate::{CheckError, Finding, Severity, input::LineIndex, input::TextInput};
 
 /// The rule id of a `sql-lint` finding for text squawk cannot parse.
@@ -21,106 +22,140 @@ pub const SQL_IGNORE_COMMENT_RULE: &str = "squawk-ignore-refused";
 /// found by the lexer (which does not recurse) before the parser sees it.
 pub(crate) const MAX_SQL_NESTING: usize = 256;
 
+/// Longest chain of binary operators in one expression: squawk's parser wraps each operand of
+/// `1 + 1 + … + 1` (or `AND`, `||`, `->`, …) around the one before it and slows quadratically
+/// with the chain, even though no bracket opens (64,000 `+` took 35 s).
+pub(crate) const MAX_SQL_CHAIN: usize = 1024;
+
 /// The first offset at which `text` nests deeper than `MAX_SQL_NESTING`, counting open
 /// brackets, open `CASE`s, and the run of words and operators since the last literal, comma,
-/// semicolon or closing bracket (a chain such as `NOT NOT NOT …` or `- - - …`). Ordinary
-/// statements stay far below it: commas and literals end a run.
-fn too_deep(text: &str) -> Option<usize> {
+/// semicolon or closing bracket (a chain such as `NOT NOT NOT …` or `- - - …`), or chains more
+/// than `MAX_SQL_CHAIN` operators (symbols, `AND`, `OR`) at one bracket level between two
+/// commas, semicolons or `WHEN`/`THEN`/`ELSE`. Ordinary statements stay far below both.
+fn too_deep(text: &str) -> Option<(usize, String)> {
     use squawk_lexer::TokenKind as T;
-    let (mut brackets, mut cases, mut run, mut offset) = (0usize, 0usize, 0usize, 0usize);
+    let (mut cases, mut run, mut offset) = (0usize, 0usize, 0usize);
+    // Operators so far at each open bracket level, the outermost first.
+    let mut chains: Vec<usize> = vec![0];
     for token in squawk_lexer::tokenize(text) {
         let start = offset;
         offset += token.len as usize;
+        let mut operator = false;
         match token.kind {
             T::Whitespace | T::LineComment | T::BlockComment { .. } => continue,
-            T::OpenParen | T::OpenBracket | T::OpenCurly => brackets += 1,
+            T::OpenParen | T::OpenBracket | T::OpenCurly => chains.push(0),
             T::CloseParen | T::CloseBracket | T::CloseCurly => {
-                brackets = brackets.saturating_sub(1);
+                if chains.len() > 1 {
+                    chains.pop();
+                }
                 run = 0;
             }
-            T::Literal { .. } | T::Comma | T::Semi | T::PositionalParam { .. } => run = 0,
+            T::Comma | T::Semi => {
+                run = 0;
+                *chains
+                    .last_mut()
+                    .expect("the outermost level is never popped") = 0;
+            }
+            T::Literal { .. } | T::PositionalParam { .. } => run = 0,
             T::Ident => {
                 let word = &text[start..offset];
-                if word.eq_ignore_ascii_case("case") {
+                let is = |w: &str| word.eq_ignore_ascii_case(w);
+                if is("case") {
                     cases += 1;
-                } else if word.eq_ignore_ascii_case("end") {
+                } else if is("end") {
                     cases = cases.saturating_sub(1);
+                } else if is("when") || is("then") || is("else") {
+                    *chains
+                        .last_mut()
+                        .expect("the outermost level is never popped") = 0;
                 }
+                operator = is("and") || is("or");
                 run += 1;
             }
-            _ => run += 1,
+            _ => {
+                operator = true;
+                run += 1;
+            }
         }
+        let brackets = chains.len() - 1;
         if brackets + cases + run > MAX_SQL_NESTING {
-            return Some(start);
+            return Some((
+                start,
+                format!(
+                    "SQL nests deeper than {MAX_SQL_NESTING} levels (brackets, CASE, or a chain of words and operators with no literal or comma)"
+                ),
+            ));
+        }
+        let chain = chains
+            .last_mut()
+            .expect("the outermost level is never popped");
+        *chain += usize::from(operator);
+        if *chain > MAX_SQL_CHAIN {
+            return Some((
+                start,
+                format!(
+                    "SQL chains more than {MAX_SQL_CHAIN} operators in one expression; split it, or use IN (…) or a VALUES list"
+                ),
+            ));
         }
     }
     None
 }
 
-fn too_deep_message() -> String {
-    format!(
-        "SQL nests deeper than {MAX_SQL_NESTING} levels (brackets, CASE, or a chain of words and operators with no literal or comma)"
-    )
-}
-
 /// `input.sql`: `statements`, each `#{ line, text }`, and `errors`, each `#{ line, message }`
 /// (squawk's parser recovers, so a script sees every statement it could read).
-pub(crate) fn parse(text: &str) -> Dynamic {
+pub(crate) fn parse(text: &str, budget: &Budget<'_>) -> Result<Dynamic, Spent> {
     let lines = LineIndex::new(text);
     let original = text;
     // Same length as the file: statements are cut from the author's text at squawk's offsets.
     let sent = crate::psql::as_sent(text);
     let text = sent.as_ref();
-    if let Some(offset) = too_deep(text) {
+    if let Some((offset, message)) = too_deep(text) {
         let mut error = Map::new();
         error.insert(
             "line".into(),
             Dynamic::from_int(i64::from(lines.line(offset))),
         );
-        error.insert("message".into(), too_deep_message().into());
+        error.insert("message".into(), message.into());
         let mut map = Map::new();
         map.insert("statements".into(), Array::new().into());
         map.insert("errors".into(), Array::from([Dynamic::from(error)]).into());
-        return map.into();
+        return Ok(map.into());
     }
     let parse = SourceFile::parse(text);
-    let statements: Array = parse
-        .tree()
-        .stmts()
-        .map(|stmt| {
-            let node = stmt.syntax();
-            let start = usize::from(node.text_range().start());
-            let mut map = Map::new();
-            map.insert(
-                "line".into(),
-                Dynamic::from_int(i64::from(lines.line(start))),
-            );
-            let range = node.text_range();
-            let own = original
-                .get(usize::from(range.start())..usize::from(range.end()))
-                .unwrap_or_default();
-            map.insert("text".into(), own.into());
-            map.into()
-        })
-        .collect();
-    let errors: Array = parse
-        .errors()
-        .iter()
-        .map(|error| {
-            let start = usize::from(error.range().start());
-            let mut map = Map::new();
-            map.insert(
-                "line".into(),
-                Dynamic::from_int(i64::from(lines.line(start))),
-            );
-            map.insert("message".into(), error.message().to_owned().into());
-            map.into()
-        })
-        .collect();
+    budget.spend(0)?;
+    let mut statements = Array::new();
+    for stmt in parse.tree().stmts() {
+        let node = stmt.syntax();
+        let range = node.text_range();
+        let own = original
+            .get(usize::from(range.start())..usize::from(range.end()))
+            .unwrap_or_default();
+        budget.spend(budget::map(2) + budget::string(own.len()) + 16)?;
+        let mut map = Map::new();
+        map.insert(
+            "line".into(),
+            Dynamic::from_int(i64::from(lines.line(usize::from(range.start())))),
+        );
+        map.insert("text".into(), own.into());
+        statements.push(map.into());
+    }
+    let mut errors = Array::new();
+    for error in parse.errors() {
+        budget.spend(budget::map(2) + budget::string(error.message().len()) + 16)?;
+        let start = usize::from(error.range().start());
+        let mut map = Map::new();
+        map.insert(
+            "line".into(),
+            Dynamic::from_int(i64::from(lines.line(start))),
+        );
+        map.insert("message".into(), error.message().to_owned().into());
+        errors.push(map.into());
+    }
     let mut map = Map::new();
     map.insert("statements".into(), statements.into());
     map.insert("errors".into(), errors.into());
-    map.into()
+    Ok(map.into())
 }
 
 /// A compiled `sql-lint` check: squawk rules, each with the severity its findings carry.
@@ -147,22 +182,16 @@ impl SqlLint {
         Ok(Self { rules: resolved })
     }
 
-    /// Lints every input as SQL, whatever its format.
-    pub(crate) fn run(&self, inputs: &[TextInput<'_>], findings: &mut Vec<Finding>) {
-        for input in inputs {
-            self.lint(input, findings);
-        }
-    }
-
-    fn lint(&self, input: &TextInput<'_>, findings: &mut Vec<Finding>) {
+    /// Lints one input as SQL, whatever its format.
+    pub(crate) fn lint(&self, input: &TextInput<'_>, findings: &mut Vec<Finding>) {
         let lines = LineIndex::new(input.text);
         let at = |offset: usize| Some(lines.line(offset));
         // Same length as the file, so every offset below is the author's.
         let sent = crate::psql::as_sent(input.text);
         let text = sent.as_ref();
-        if let Some(offset) = too_deep(text) {
+        if let Some((offset, message)) = too_deep(text) {
             findings.push(
-                Finding::new(SQL_SYNTAX_ERROR_RULE, Severity::Error, too_deep_message())
+                Finding::new(SQL_SYNTAX_ERROR_RULE, Severity::Error, message)
                     .at(input.name, at(offset)),
             );
             return;

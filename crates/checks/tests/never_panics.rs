@@ -62,6 +62,7 @@ fn assert_bounded(bytes: &[u8]) {
                 | CheckError::OperationsExceeded { .. }
                 | CheckError::TooManyFindings { .. }
                 | CheckError::WallTimeExceeded { .. }
+                | CheckError::InputTooComplex { .. }
                 | CheckError::DataTooLarge { .. },
             ) => {}
             Err(other) => panic!("{format:?}: unexpected {other}"),

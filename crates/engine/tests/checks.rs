@@ -97,8 +97,8 @@ pub(crate) fn prepare_with(payload: &ActivePayload, att: OutputAttestation) -> P
     }
 }
 
-struct AtNote {
-    engine: Engine,
+pub(crate) struct AtNote {
+    pub(crate) engine: Engine,
     payload: ActivePayload,
 }
 
@@ -108,7 +108,7 @@ async fn at_write_note() -> AtNote {
 }
 
 /// The same, on a given store.
-async fn at_write_note_on(store: Arc<dyn rimthan_engine::Store>) -> AtNote {
+pub(crate) async fn at_write_note_on(store: Arc<dyn rimthan_engine::Store>) -> AtNote {
     let engine = Engine::new(releases(), store, None).await.unwrap();
     let start = start();
     let setup = active(engine.start(start.clone(), None).await.unwrap());
@@ -149,7 +149,7 @@ impl AtNote {
         serde_json::to_value(result).unwrap()
     }
 
-    async fn plan(&self, note: &'static str, sql: &'static str) -> ValidationPlan {
+    pub(crate) async fn plan(&self, note: &'static str, sql: &'static str) -> ValidationPlan {
         let att = attest(&self.payload, &self.files(note, sql));
         let result = self
             .engine

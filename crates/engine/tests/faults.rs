@@ -24,9 +24,16 @@ use crate::common::*;
 struct FailingStore {
     inner: Arc<dyn Store>,
     failing: Mutex<BTreeSet<&'static str>>,
+    /// Compare-and-swaps still to lose, as if another replica had written first.
+    losing: std::sync::atomic::AtomicUsize,
 }
 
 impl FailingStore {
+    fn lose_updates(&self, times: usize) {
+        self.losing
+            .store(times, std::sync::atomic::Ordering::SeqCst);
+    }
+
     fn fail(&self, operation: &'static str) {
         self.failing.lock().unwrap().insert(operation);
     }
@@ -72,6 +79,14 @@ impl Store for FailingStore {
         audit: &AuditEntry,
     ) -> Result<Option<ChainLink>, StoreError> {
         self.check("update_session")?;
+        let lose = self.losing.fetch_update(
+            std::sync::atomic::Ordering::SeqCst,
+            std::sync::atomic::Ordering::SeqCst,
+            |left| left.checked_sub(1),
+        );
+        if lose.is_ok() {
+            return Ok(None);
+        }
         self.inner.update_session(expected, session, audit).await
     }
     async fn append_audit(&self, audit: &AuditEntry) -> Result<(), StoreError> {
@@ -137,6 +152,7 @@ impl Store for FailingStore {
 async fn each_failed_store_operation_is_a_stable_code_and_leaves_nothing_partial() {
     let inner = sqlite_memory().await;
     let store = Arc::new(FailingStore {
+        losing: Default::default(),
         inner: inner.clone(),
         failing: Mutex::default(),
     });
@@ -214,4 +230,23 @@ async fn each_failed_store_operation_is_a_stable_code_and_leaves_nothing_partial
         .unwrap_err();
     assert_eq!(err.code(), "store_unavailable");
     store.heal();
+}
+
+#[tokio::test]
+async fn a_lost_compare_and_swap_does_not_run_the_checks_again() {
+    let store = Arc::new(FailingStore {
+        inner: sqlite_memory().await,
+        failing: Mutex::default(),
+        losing: Default::default(),
+    });
+    let at = crate::checks::at_write_note_on(store.clone()).await;
+    let before = at.engine.checks_run();
+    store.lose_updates(5);
+    let plan = at.plan(crate::checks::NOTE_OK, crate::checks::SQL_OK).await;
+    assert_eq!(plan.checks.len(), 2);
+    assert_eq!(
+        at.engine.checks_run() - before,
+        2,
+        "each check runs once per preparation, not once per attempt"
+    );
 }

@@ -81,6 +81,8 @@ pub struct Gauges {
     /// Each bounded cache by name: `session` (the store's live sessions), `active_step`
     /// (payloads by session revision), `resource_read` (reads by registry snapshot and URI).
     pub caches: Vec<(&'static str, CacheStats)>,
+    /// Deterministic check runs since start (`Engine::checks_run`).
+    pub check_runs: u64,
 }
 
 impl Default for Metrics {
@@ -198,6 +200,13 @@ impl Metrics {
             release,
         );
         register_caches(&mut now, &gauges.caches);
+        let check_runs: Counter = Counter::default();
+        check_runs.inc_by(gauges.check_runs);
+        now.register(
+            "rimthan_check_runs",
+            "Deterministic check runs: once per check per preparation",
+            check_runs,
+        );
         let mut out = String::new();
         encode_registry(&mut out, &self.registry)
             .and_then(|()| encode_registry(&mut out, &now))
@@ -253,6 +262,7 @@ mod tests {
             channel: "a\"b\\c\nd".into(),
             release: "r".into(),
             manifest_sha256: "m".into(),
+            check_runs: 0,
             caches: vec![(
                 "session",
                 CacheStats {

@@ -80,6 +80,7 @@ impl RimthanServer {
                 .map(|r| r.manifest_sha256().to_string())
                 .unwrap_or_default(),
             caches: self.caches(),
+            check_runs: self.engine.checks_run(),
         })
     }
 

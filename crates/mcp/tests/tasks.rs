@@ -15,6 +15,7 @@ fn failures(metrics: &Metrics, task: &str) -> Option<String> {
         release: "r".into(),
         manifest_sha256: "0".repeat(64),
         caches: Vec::new(),
+        check_runs: 0,
     });
     let prefix = format!("rimthan_background_task_failures_total{{task=\"{task}\"}} ");
     page.lines()

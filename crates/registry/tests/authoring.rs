@@ -58,11 +58,14 @@ struct ExpectExample {
 #[derive(Debug, Deserialize)]
 #[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
 enum Edit {
-    /// Replace the first occurrence of `find` with `with`.
+    /// Replace the first occurrence of `find` with `with`, repeated `times` times (once when
+    /// absent).
     Replace {
         path: String,
         find: String,
         with: String,
+        #[serde(default)]
+        times: Option<usize>,
     },
     Remove {
         path: String,
@@ -92,10 +95,16 @@ fn apply(src: &Path, edit: &Edit) {
         std::fs::write(path, bytes).unwrap();
     };
     match edit {
-        Edit::Replace { path, find, with } => {
+        Edit::Replace {
+            path,
+            find,
+            with,
+            times,
+        } => {
             let text = std::fs::read_to_string(src.join(path)).unwrap();
             assert!(text.contains(find.as_str()), "{path} lacks {find:?}");
-            write(path, text.replacen(find.as_str(), with, 1).as_bytes());
+            let with = with.repeat(times.unwrap_or(1));
+            write(path, text.replacen(find.as_str(), &with, 1).as_bytes());
         }
         Edit::Remove { path } => std::fs::remove_file(src.join(path)).unwrap(),
         Edit::Rename { path, to } => std::fs::rename(src.join(path), src.join(to)).unwrap(),
@@ -335,6 +344,7 @@ cases! {
     an_unknown_adapter_version_lists_the_versions_that_exist => "adapter-pin-unknown-version",
     a_report_schema_that_drops_a_base_field_names_the_schema_file => "report-schema-drops-base-field",
     a_check_that_does_not_compile_names_its_script_line => "check-does-not-compile",
+    a_check_script_past_the_declaration_limit_is_refused_naming_it => "check-script-too-large",
     a_check_reading_what_its_step_cannot_give_is_refused => "check-reads-undeclared-output",
     a_check_that_passes_its_counter_example_is_refused => "check-passes-its-counter-example",
     a_check_the_worked_example_fails_is_refused => "check-fails-the-worked-example",

@@ -52,6 +52,8 @@ pub struct Engine {
     policies: PolicyCache,
     provenance: ProvenanceKey,
     steps: active_step::StepCache,
+    /// Deterministic check runs made since start (`checks_run`).
+    checks_run: std::sync::atomic::AtomicU64,
 }
 
 impl Engine {
@@ -95,7 +97,15 @@ impl Engine {
             policies: PolicyCache::default(),
             provenance,
             steps: active_step::StepCache::new(ACTIVE_STEP_CACHE_BOUNDS),
+            checks_run: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// How many times this engine has run a deterministic check since it started: once per
+    /// check per preparation, however many times a lost compare-and-swap reopens the session
+    /// (exported as `rimthan_check_runs_total`).
+    pub fn checks_run(&self) -> u64 {
+        self.checks_run.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Signs provenance with `key` (`serve --provenance-key-file`) instead of the stored one.

@@ -14,7 +14,7 @@ use crate::{
     model::request::PrepareRequest,
     model::session::{PlanRecord, Principal, RequestTool, Session, SessionId, Status, now_rfc3339},
     rules::attestation::{check_host, check_outputs},
-    rules::checks::{Checked, run_checks},
+    rules::checks::{Checked, Verdicts, run_checks},
     rules::transition,
     rules::view::{Pinned, Planned},
 };
@@ -49,48 +49,53 @@ impl Engine {
             evidence,
             retry: Some(&fingerprint),
         };
-        self.transact(door, PrepareResult::Rejected, |opened| {
-            let session = opened.session();
-            let pinned = Pinned::resolve(opened.release(), session, &self.policies)?;
-            if session.last_change.as_ref() == Some(&fingerprint)
-                && let Some(plan) = &session.plan
-            {
-                let payload = self.plan_payload(&pinned, session, plan)?;
-                let audit = self.audit(TOOL, Some(session), Outcome::Replayed, principal);
-                return Ok(Ruling::Answer(PrepareResult::Ready(payload), audit));
-            }
-            match self.check_preparation(&pinned, session, &req) {
-                Ok(plan) => {
-                    let host = match (&req.host_attestation, evidence) {
-                        (Some(_), Evidence::Attestation(digest)) => Some(digest),
-                        _ => None,
-                    };
-                    let next = transition::prepared(
-                        session,
-                        &plan,
-                        host,
-                        fingerprint.clone(),
-                        &now_rfc3339(),
-                    );
-                    let mut audit = self.audit(TOOL, Some(&next), Outcome::Ready, principal);
-                    evidence.apply(&mut audit);
-                    audit.checks = plan.checks.iter().map(Into::into).collect();
-                    let answer = PrepareResult::Ready(self.plan_payload(&pinned, &next, &plan)?);
-                    Ok(Ruling::Move {
-                        next: Box::new(next),
-                        audit,
-                        answer,
-                    })
+        let mut verdicts = Verdicts::default();
+        let done = self
+            .transact(door, PrepareResult::Rejected, |opened| {
+                let session = opened.session();
+                let pinned = Pinned::resolve(opened.release(), session, &self.policies)?;
+                if session.last_change.as_ref() == Some(&fingerprint)
+                    && let Some(plan) = &session.plan
+                {
+                    let payload = self.plan_payload(&pinned, session, plan)?;
+                    let audit = self.audit(TOOL, Some(session), Outcome::Replayed, principal);
+                    return Ok(Ruling::Answer(PrepareResult::Ready(payload), audit));
                 }
-                Err(failures) => {
-                    let (rejected, audit) =
-                        self.rejection(TOOL, Some(session), failures, principal, evidence);
-                    Ok(Ruling::Answer(PrepareResult::Rejected(rejected), audit))
+                match self.check_preparation(&pinned, session, &req, &mut verdicts) {
+                    Ok(plan) => {
+                        let host = match (&req.host_attestation, evidence) {
+                            (Some(_), Evidence::Attestation(digest)) => Some(digest),
+                            _ => None,
+                        };
+                        let next = transition::prepared(
+                            session,
+                            &plan,
+                            host,
+                            fingerprint.clone(),
+                            &now_rfc3339(),
+                        );
+                        let mut audit = self.audit(TOOL, Some(&next), Outcome::Ready, principal);
+                        evidence.apply(&mut audit);
+                        audit.checks = plan.checks.iter().map(Into::into).collect();
+                        let answer =
+                            PrepareResult::Ready(self.plan_payload(&pinned, &next, &plan)?);
+                        Ok(Ruling::Move {
+                            next: Box::new(next),
+                            audit,
+                            answer,
+                        })
+                    }
+                    Err(failures) => {
+                        let (rejected, audit) =
+                            self.rejection(TOOL, Some(session), failures, principal, evidence);
+                        Ok(Ruling::Answer(PrepareResult::Rejected(rejected), audit))
+                    }
                 }
-            }
-        })
-        .await
-        .map(|done| done.answer)
+            })
+            .await;
+        self.checks_run
+            .fetch_add(verdicts.runs(), std::sync::atomic::Ordering::Relaxed);
+        done.map(|done| done.answer)
     }
 
     fn check_preparation(
@@ -98,6 +103,7 @@ impl Engine {
         pinned: &Pinned<'_>,
         session: &Session,
         req: &PrepareRequest,
+        verdicts: &mut Verdicts,
     ) -> Result<PlanRecord, Vec<Failure>> {
         if session.status == Status::AwaitingApproval {
             return Err(vec![transition::awaiting_approval(session)]);
@@ -125,7 +131,7 @@ impl Engine {
             }
             (false, None, Some(att)) => {
                 let outputs = check_outputs(pinned, session, step, att)?;
-                let checked = run_checks(pinned, session, step, att, &outputs)?;
+                let checked = run_checks(pinned, session, step, att, &outputs, verdicts)?;
                 (outputs, checked)
             }
             _ => {

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use rimthan_checks::{Input, Severity};
+use rimthan_checks::{CheckError, Finding, Input, Severity};
 use rimthan_registry::{Sha256Digest, Step};
 
 use crate::{
@@ -29,6 +29,22 @@ pub(crate) struct Checked {
     pub(crate) signed_texts: BTreeMap<String, String>,
 }
 
+/// The outcomes of the checks one preparation has run, by what determines them: the check's
+/// digest and the digests of the texts it read. A lost compare-and-swap reopens the session and
+/// judges the preparation again; a check is deterministic, so it does not run again.
+#[derive(Default)]
+pub(crate) struct Verdicts {
+    known: BTreeMap<(String, BTreeMap<String, String>), Result<Vec<Finding>, CheckError>>,
+    runs: u64,
+}
+
+impl Verdicts {
+    /// How many checks actually ran.
+    pub(crate) fn runs(&self) -> u64 {
+        self.runs
+    }
+}
+
 /// Verifies the texts the step's checks read (and, for a step that asks for sign-off, every
 /// output's) and runs every check on them, in the step's order. `Err` holds the failures that
 /// refuse the preparation: a text missing or not the attested bytes, or a check that stopped at
@@ -39,6 +55,7 @@ pub(crate) fn run_checks(
     step: &Step,
     att: &OutputAttestation,
     accepted: &BTreeMap<String, AcceptedArtifact>,
+    verdicts: &mut Verdicts,
 ) -> Result<Checked, Vec<Failure>> {
     let signed = step.doc().approval.is_some();
     if step.checks().is_empty() && att.inputs.is_empty() && !signed {
@@ -68,7 +85,17 @@ pub(crate) fn run_checks(
             inputs.push(Input::new(&text.path, text.text.as_bytes()));
             read.insert(text.path.clone(), text.sha256.to_string());
         }
-        match run_blocking(|| check.compiled().run(&inputs)) {
+        let key = (check.entry().sha256.to_string(), read.clone());
+        let outcome = match verdicts.known.get(&key) {
+            Some(known) => known.clone(),
+            None => {
+                let outcome = run_blocking(|| check.compiled().run(&inputs));
+                verdicts.runs += 1;
+                verdicts.known.insert(key, outcome.clone());
+                outcome
+            }
+        };
+        match outcome {
             Ok(findings) => {
                 let failed = findings.iter().any(|f| f.severity == Severity::Error);
                 records.push(CheckRecord {

@@ -105,19 +105,32 @@ pub(super) fn documents(
                         ));
                     }
                     let text = read_text(&path)?;
-                    if let Err(CheckError::CompileFailed {
-                        line,
-                        column,
-                        message,
-                    }) = Check::script(&text, Limits::default())
-                    {
-                        return Err(invalid(
-                            &path,
-                            Some(line),
-                            step,
-                            &check.id,
-                            format!("does not compile (column {column}): {message}"),
-                        ));
+                    match Check::script(&text, Limits::default()) {
+                        Ok(_) => {}
+                        Err(CheckError::CompileFailed {
+                            line,
+                            column,
+                            message,
+                        }) => {
+                            return Err(invalid(
+                                &path,
+                                Some(line),
+                                step,
+                                &check.id,
+                                format!("does not compile (column {column}): {message}"),
+                            ));
+                        }
+                        // A script past the size or declaration limit is refused before it
+                        // is compiled, naming the limit.
+                        Err(other) => {
+                            return Err(invalid(
+                                &path,
+                                None,
+                                step,
+                                &check.id,
+                                format!("{other} ({})", other.code()),
+                            ));
+                        }
                     }
                     Some(text)
                 }
