@@ -231,11 +231,19 @@ const OUTPUT_MUTATIONS: &[OutputMutation] = &[
     (
         "content",
         |a| a.content = Some(serde_json::json!({"question": "Why?"})),
+        &["output_content_mismatch"],
+    ),
+    (
+        "text and content removed",
+        |a| {
+            a.content = None;
+            a.text = None;
+        },
         &["schema_validation_failed"],
     ),
     (
-        "content removed",
-        |a| a.content = None,
+        "text not JSON",
+        |a| a.text = Some("{".repeat(a.bytes as usize)),
         &["schema_validation_failed"],
     ),
 ];
@@ -256,10 +264,10 @@ async fn each_output_attestation_field_change_yields_its_code() {
 async fn schema_failures_carry_json_pointers_in_a_stable_order() {
     let (engine, start, payload) = at_frame_question().await;
     let mut req = prepare(&payload, &start);
-    let content = req.output_attestation.as_mut().unwrap().artifacts[0]
-        .content
-        .as_mut()
-        .unwrap();
+    // Without a text the schema judges `content` (with one, it judges the text).
+    let artifact = &mut req.output_attestation.as_mut().unwrap().artifacts[0];
+    artifact.text = None;
+    let content = artifact.content.as_mut().unwrap();
     content["scope"]["in"] = serde_json::json!([]);
     content["success_criteria"] = serde_json::json!("one");
     let first = serde_json::to_value(engine.prepare(req.clone(), None).await.unwrap()).unwrap();

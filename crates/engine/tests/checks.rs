@@ -372,3 +372,41 @@ async fn a_check_that_never_ends_is_cut_at_its_bound_and_the_session_is_left_as_
             .all(|c| c.record.verdict == CheckVerdict::Pass)
     );
 }
+
+#[tokio::test]
+async fn a_json_outputs_schema_judges_the_attested_text_not_a_different_content() {
+    let engine = Engine::new(releases(), sqlite_memory().await, None)
+        .await
+        .unwrap();
+    let start = start();
+    let setup = active(engine.start(start.clone(), None).await.unwrap());
+    let drafting = pass_step(&engine, &setup, &start).await;
+    let violating = r#"{"title": "", "risks": []}"#;
+    let attest_plan = |text: Option<&str>, content: Option<&str>| {
+        let mut att = attest(&drafting, &BTreeMap::from([("plan/plan.json", violating)]));
+        let art = &mut att.artifacts[0];
+        art.text = text.map(str::to_owned);
+        art.content = content.map(|c| serde_json::from_str(c).unwrap());
+        att
+    };
+    let prepare = |att| {
+        let engine = &engine;
+        let drafting = &drafting;
+        async move {
+            serde_json::to_value(engine.prepare(prepare_with(drafting, att), None).await.unwrap())
+                .unwrap()
+        }
+    };
+    // The digest is the violating file's; a conforming `content` beside its text is refused.
+    let both = prepare(attest_plan(Some(violating), Some(PLAN))).await;
+    assert_eq!(
+        codes_of(&both),
+        ["output_content_mismatch", "schema_validation_failed"]
+    );
+    // The text alone is what the schema judges.
+    let text_only = prepare(attest_plan(Some(violating), None)).await;
+    assert_eq!(codes_of(&text_only), ["schema_validation_failed"]);
+    // A text that is not the attested bytes is refused for that, whatever its content says.
+    let other = prepare(attest_plan(Some(PLAN), Some(PLAN))).await;
+    assert_eq!(codes_of(&other), ["output_text_mismatch"]);
+}

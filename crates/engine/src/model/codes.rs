@@ -128,6 +128,9 @@ codes! {
     /// An attested text is not the attested (or, for an input, the accepted) bytes: its sha256
     /// or length differs.
     OutputTextMismatch = "output_text_mismatch",
+    /// A JSON output's `content` is not the JSON its attested `text` holds: the schema judges
+    /// the text, whose digest is attested and whose checks run.
+    OutputContentMismatch = "output_content_mismatch",
     /// A deterministic check stopped at one of its bounds or could not read an input as text;
     /// nothing was recorded.
     CheckAborted = "check_aborted",

@@ -366,27 +366,66 @@ pub(crate) fn check_outputs(
                 .with("policy", output.write_policy)));
         }
         if output.media_type == MEDIA_JSON {
-            match (&art.content, schema) {
-                (None, _) => failures.push(at(Failure::new(
-                    Code::SchemaValidationFailed,
-                    format!(
-                        "attest the parsed JSON content of {} so the server can validate it",
-                        output.artifact_id
-                    ),
-                )
-                .with(
-                    "errors",
-                    serde_json::json!([{"pointer": "", "message": "content is missing"}]),
-                ))),
-                (Some(content), Some(schema)) if content_fits => {
-                    let subject = output.artifact_id.as_str();
-                    if let Some(f) =
-                        schema_failure(Code::SchemaValidationFailed, subject, schema, content)
-                    {
-                        failures.push(at(f));
-                    }
+            // One set of bytes is judged: when the text is sent (and so held to the attested
+            // digest, which the checks and the signed statement follow), the schema judges the
+            // JSON it holds, and `content` may only repeat it.
+            let from_text = art
+                .text
+                .as_deref()
+                .filter(|t| t.len() as u64 <= output.max_bytes)
+                .map(serde_json::from_str::<serde_json::Value>);
+            let judged = match from_text {
+                Some(Err(e)) => {
+                    failures.push(at(Failure::new(
+                        Code::SchemaValidationFailed,
+                        format!("the text of {} is not JSON: {e}", output.artifact_id),
+                    )
+                    .with(
+                        "errors",
+                        serde_json::json!([{"pointer": "", "message": "text is not JSON"}]),
+                    )));
+                    None
                 }
-                (Some(_), _) => {}
+                Some(Ok(parsed)) => {
+                    if art.content.as_ref().is_some_and(|c| *c != parsed) {
+                        failures.push(at(Failure::new(
+                            Code::OutputContentMismatch,
+                            format!(
+                                "the content attested for {} is not the JSON its text holds; \
+                                 send the text alone, or the content parsed from it",
+                                output.artifact_id
+                            ),
+                        )));
+                    }
+                    Some(std::borrow::Cow::Owned(parsed))
+                }
+                None if art.text.is_some() => None,
+                None => match &art.content {
+                    Some(content) if content_fits => Some(std::borrow::Cow::Borrowed(content)),
+                    Some(_) => None,
+                    None => {
+                        failures.push(at(Failure::new(
+                            Code::SchemaValidationFailed,
+                            format!(
+                                "attest the text (or the parsed JSON content) of {} so the \
+                                 server can validate it",
+                                output.artifact_id
+                            ),
+                        )
+                        .with(
+                            "errors",
+                            serde_json::json!([{"pointer": "", "message": "content is missing"}]),
+                        )));
+                        None
+                    }
+                },
+            };
+            if let (Some(json), Some(schema)) = (judged, schema) {
+                let subject = output.artifact_id.as_str();
+                if let Some(f) = schema_failure(Code::SchemaValidationFailed, subject, schema, &json)
+                {
+                    failures.push(at(f));
+                }
             }
         }
         for (extra, _) in candidates {
