@@ -180,6 +180,60 @@ fn a_staged_session_leaves_a_statement_the_published_keys_verify_and_each_forger
         shown.starts_with(&format!("subject_changed: {subject}")),
         "{shown}"
     );
+
+    // The subject's folder a symlink to a copy outside the project: never followed.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[0] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let folder = path.parent().unwrap();
+    let outside = state.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join(path.file_name().unwrap()), &bytes).unwrap();
+    let moved = state.path().join("moved");
+    std::fs::rename(folder, &moved).unwrap();
+    std::os::unix::fs::symlink(&outside, folder).unwrap();
+    let (code, shown) = verify(&statement, &keys, Some(project.path()));
+    assert_eq!(code, Some(1), "{shown}");
+    assert!(
+        shown.contains(&format!("subject_unreadable: {subject}")),
+        "{shown}"
+    );
+    std::fs::remove_file(folder).unwrap();
+    std::fs::rename(&moved, folder).unwrap();
+
+    // A named pipe where the subject was, or as the statement: refused, never waited on.
+    let fifo = |at: &Path| {
+        let made = Command::new("mkfifo").arg(at).status().unwrap();
+        assert!(made.success());
+    };
+    std::fs::remove_file(&path).unwrap();
+    fifo(&path);
+    let (code, shown) = verify_within(&statement, &keys, Some(project.path()));
+    assert_eq!(code, Some(1), "{shown}");
+    assert!(
+        shown.contains(&format!("subject_unreadable: {subject}")),
+        "{shown}"
+    );
+    let piped = state.path().join("piped.json");
+    fifo(&piped);
+    let (code, _) = verify_within(&piped, &keys, None);
+    assert_eq!(
+        code,
+        Some(1),
+        "a statement that is a named pipe is refused as input"
+    );
+}
+
+/// `verify`, failing instead of hanging when the command does not end within 30 s.
+fn verify_within(statement: &Path, keys: &Path, project: Option<&Path>) -> (Option<i32>, String) {
+    let (statement, keys) = (statement.to_owned(), keys.to_owned());
+    let project = project.map(Path::to_owned);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(verify(&statement, &keys, project.as_deref()));
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(30))
+        .expect("provenance verify waited on a named pipe")
 }
 
 /// The long flags `rimthan <args> --help` lists.

@@ -393,8 +393,13 @@ async fn a_json_outputs_schema_judges_the_attested_text_not_a_different_content(
         let engine = &engine;
         let drafting = &drafting;
         async move {
-            serde_json::to_value(engine.prepare(prepare_with(drafting, att), None).await.unwrap())
-                .unwrap()
+            serde_json::to_value(
+                engine
+                    .prepare(prepare_with(drafting, att), None)
+                    .await
+                    .unwrap(),
+            )
+            .unwrap()
         }
     };
     // The digest is the violating file's; a conforming `content` beside its text is refused.

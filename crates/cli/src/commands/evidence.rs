@@ -123,18 +123,14 @@ impl AuditVerifyArgs {
     }
 }
 
+/// A file named on the command line, read as the registry reads its own: a regular file (a
+/// named pipe or device is refused, not waited on or read forever), at most
+/// `MAX_ENVELOPE_BYTES`.
 fn read_bounded(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
-    let meta =
-        std::fs::metadata(path).map_err(|e| InputError(format!("{}: {e}", path.display())))?;
-    if meta.len() > MAX_ENVELOPE_BYTES {
-        return Err(InputError(format!(
-            "{}: {} bytes; at most {MAX_ENVELOPE_BYTES} are read",
-            path.display(),
-            meta.len()
-        ))
-        .into());
-    }
-    Ok(std::fs::read(path).map_err(|e| InputError(format!("{}: {e}", path.display())))?)
+    Ok(
+        rimthan_registry::read_regular_file(path, MAX_ENVELOPE_BYTES)
+            .map_err(|e| InputError(format!("{}: {e}", path.display())))?,
+    )
 }
 
 impl ProvenanceCommand {
@@ -182,7 +178,9 @@ impl ProvenanceVerifyArgs {
                     EnvelopeFailure::SignatureInvalid => {
                         "a published key's signature does not match the statement: it was altered or forged"
                     }
-                    EnvelopeFailure::SubjectChanged | EnvelopeFailure::SubjectMissing => "",
+                    EnvelopeFailure::SubjectChanged
+                    | EnvelopeFailure::SubjectMissing
+                    | EnvelopeFailure::SubjectUnreadable => "",
                 };
                 return failed(failure, detail.into());
             }

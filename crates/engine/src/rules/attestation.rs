@@ -422,7 +422,8 @@ pub(crate) fn check_outputs(
             };
             if let (Some(json), Some(schema)) = (judged, schema) {
                 let subject = output.artifact_id.as_str();
-                if let Some(f) = schema_failure(Code::SchemaValidationFailed, subject, schema, &json)
+                if let Some(f) =
+                    schema_failure(Code::SchemaValidationFailed, subject, schema, &json)
                 {
                     failures.push(at(f));
                 }

@@ -32,6 +32,10 @@ pub enum EnvelopeFailure {
     /// A subject's file is not in the project.
     #[error("subject_missing")]
     SubjectMissing,
+    /// A subject's path is not a regular file inside the project: a symlink on the way, a
+    /// FIFO, a device, a folder, or more bytes than any output may have.
+    #[error("subject_unreadable")]
+    SubjectUnreadable,
 }
 
 impl EnvelopeFailure {
@@ -44,6 +48,7 @@ impl EnvelopeFailure {
             EnvelopeFailure::SignatureInvalid => "signature_invalid",
             EnvelopeFailure::SubjectChanged => "subject_changed",
             EnvelopeFailure::SubjectMissing => "subject_missing",
+            EnvelopeFailure::SubjectUnreadable => "subject_unreadable",
         }
     }
 }
@@ -100,30 +105,54 @@ pub struct SubjectFailure {
 pub fn check_subjects(statement: &Statement, project: &Path) -> Vec<SubjectFailure> {
     let mut failures = Vec::new();
     for subject in &statement.subject {
-        let relative = Path::new(&subject.name);
-        let inside = relative
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)));
-        let read = inside
-            .then(|| std::fs::read(project.join(relative)).ok())
-            .flatten();
-        match read {
-            None => failures.push(SubjectFailure {
-                path: subject.name.clone(),
-                failure: EnvelopeFailure::SubjectMissing,
-                sha256: None,
-            }),
-            Some(bytes) => {
+        let failure = |failure, sha256| SubjectFailure {
+            path: subject.name.clone(),
+            failure,
+            sha256,
+        };
+        match read_subject(project, &subject.name) {
+            Err(kind) => failures.push(failure(kind, None)),
+            Ok(bytes) => {
                 let now = Sha256Digest::of(&bytes).to_string();
                 if subject.digest.get("sha256") != Some(&now) {
-                    failures.push(SubjectFailure {
-                        path: subject.name.clone(),
-                        failure: EnvelopeFailure::SubjectChanged,
-                        sha256: Some(now),
-                    });
+                    failures.push(failure(EnvelopeFailure::SubjectChanged, Some(now)));
                 }
             }
         }
     }
     failures
+}
+
+/// The most bytes of a subject read: the largest output a release may declare.
+pub const MAX_SUBJECT_BYTES: u64 = 16 << 20;
+
+/// A subject's bytes, read as the registry reads its own files: every folder on the way is a
+/// folder inside `project` (no symlink out of it), and the file a regular file of at most
+/// `MAX_SUBJECT_BYTES`, opened without following a symlink or waiting on a FIFO.
+fn read_subject(project: &Path, name: &str) -> Result<Vec<u8>, EnvelopeFailure> {
+    let relative = Path::new(name);
+    let inside = relative
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !inside {
+        return Err(EnvelopeFailure::SubjectMissing);
+    }
+    let mut path = project.to_path_buf();
+    let mut components = relative.components().peekable();
+    while let Some(component) = components.next() {
+        path.push(component);
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(EnvelopeFailure::SubjectMissing);
+            }
+            Err(_) => return Err(EnvelopeFailure::SubjectUnreadable),
+        };
+        let last = components.peek().is_none();
+        if meta.file_type().is_symlink() || (!last && !meta.is_dir()) {
+            return Err(EnvelopeFailure::SubjectUnreadable);
+        }
+    }
+    rimthan_registry::read_regular_file(&path, MAX_SUBJECT_BYTES)
+        .map_err(|_| EnvelopeFailure::SubjectUnreadable)
 }
