@@ -391,6 +391,8 @@ pub struct Auth {
     pub authorization_servers: Vec<String>,
     /// The scope the workflow tools need.
     pub scope: String,
+    /// Refused credentials counted per client address, for `/mcp` and `/admin` together.
+    pub throttle: Arc<crate::throttle::Throttle>,
 }
 
 impl Auth {
@@ -475,16 +477,26 @@ pub(crate) async fn require(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_token);
-    let refusal = match token {
-        None => auth.challenge(StatusCode::UNAUTHORIZED, None, None),
-        Some(token) => match auth.verifier.verify(token).await {
+    let peer = request
+        .extensions()
+        .get::<crate::throttle::Peer>()
+        .map(|p| p.0);
+    let blocked = peer.and_then(|p| auth.throttle.blocked(p));
+    let refusal = match (token, blocked) {
+        (None, _) => auth.challenge(StatusCode::UNAUTHORIZED, None, None),
+        // No token is checked while its address is blocked, so a guess then cannot succeed.
+        (Some(_), Some(wait)) => too_many_failures(wait),
+        (Some(token), None) => match auth.verifier.verify(token).await {
             Err(reason) => {
                 tracing::info!(reason, "bearer token refused");
-                auth.challenge(
-                    StatusCode::UNAUTHORIZED,
-                    Some("invalid_token"),
-                    Some(reason),
-                )
+                match peer.and_then(|p| auth.throttle.failed(p)) {
+                    Some(wait) => too_many_failures(wait),
+                    None => auth.challenge(
+                        StatusCode::UNAUTHORIZED,
+                        Some("invalid_token"),
+                        Some(reason),
+                    ),
+                }
             }
             Ok(caller) if !caller.scopes.iter().any(|s| *s == auth.scope) => auth.challenge(
                 StatusCode::FORBIDDEN,
@@ -500,6 +512,24 @@ pub(crate) async fn require(
     };
     // Refused before its body was read: none of it is ever buffered.
     bodies.refuse(request.into_body(), refusal)
+}
+
+/// `429` with `Retry-After`: this address's refused tokens spent its allowance
+/// (`crate::throttle`).
+fn too_many_failures(wait: std::time::Duration) -> Response {
+    let seconds = crate::throttle::retry_after(wait);
+    let mut response = (
+        StatusCode::TOO_MANY_REQUESTS,
+        axum::Json(json!({
+            "error": "too_many_failed_credentials",
+            "retry_after": seconds,
+        })),
+    )
+        .into_response();
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    response
 }
 
 #[cfg(test)]

@@ -119,7 +119,6 @@ pub(crate) async fn serve(
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .max_buf_size(CONNECTION_BUFFER_BYTES);
-    let service = TowerToHyperService::new(app);
     tokio::pin!(shutdown);
     loop {
         while tasks.try_join_next().is_some() {}
@@ -129,7 +128,7 @@ pub(crate) async fn serve(
             permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
             () = &mut shutdown => break,
         };
-        let (tcp, _) = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
@@ -144,7 +143,17 @@ pub(crate) async fn serve(
             tracing::warn!(error = %e, "could not set TCP_NODELAY");
         }
         let io = TokioIo::new(Idle::new(tcp, limits.idle_timeout));
-        let connection = graceful.watch(http.serve_connection(io, service.clone()));
+        // Each request carries its connection's address, which failed credentials count by.
+        let peer = peer.ip();
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            app.clone(),
+            move |mut request: axum::http::Request<hyper::body::Incoming>| {
+                let client = crate::throttle::Peer::of(peer, request.headers());
+                request.extensions_mut().insert(client);
+                request
+            },
+        ));
+        let connection = graceful.watch(http.serve_connection(io, service));
         tasks.spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "connection ended");

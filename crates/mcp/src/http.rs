@@ -128,10 +128,13 @@ async fn readyz(
     }
 }
 
-async fn metrics(State(server): State<RimthanServer>) -> impl IntoResponse {
+async fn metrics(
+    State((server, auth)): State<(RimthanServer, Option<Arc<Auth>>)>,
+) -> impl IntoResponse {
+    let throttled = auth.map_or(0, |a| a.throttle.refused());
     (
         [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
-        server.render_metrics().await,
+        server.render_metrics(throttled).await,
     )
 }
 
@@ -212,11 +215,11 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
     );
     let ready = Router::new()
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .with_state((server.clone(), config.auth.clone()));
     let mut app = Router::new()
         .route(PROVENANCE_KEYS_PATH, get(provenance_keys))
         .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
         .with_state(server.clone())
         .merge(ready);
     if let Some(auth) = &config.auth {

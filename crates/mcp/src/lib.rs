@@ -30,6 +30,7 @@ pub mod report;
 mod server;
 mod sessions;
 pub mod tasks;
+pub mod throttle;
 mod tools;
 
 pub use catalogue::{MAX_URI_BYTES, META_CACHE_SCOPE, PAGE_SIZE, TTL_IMMUTABLE_MS, TTL_MOVING_MS};

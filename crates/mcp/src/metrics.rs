@@ -83,6 +83,8 @@ pub struct Gauges {
     pub caches: Vec<(&'static str, CacheStats)>,
     /// Deterministic check runs since start (`Engine::checks_run`).
     pub check_runs: u64,
+    /// Credentials answered 429 since start (`crate::throttle::Throttle::refused`).
+    pub throttled: u64,
 }
 
 impl Default for Metrics {
@@ -207,6 +209,13 @@ impl Metrics {
             "Deterministic check runs: once per check per preparation",
             check_runs,
         );
+        let throttled: Counter = Counter::default();
+        throttled.inc_by(gauges.throttled);
+        now.register(
+            "rimthan_auth_throttled",
+            "Credentials refused with 429: their address sent too many refused tokens",
+            throttled,
+        );
         let mut out = String::new();
         encode_registry(&mut out, &self.registry)
             .and_then(|()| encode_registry(&mut out, &now))
@@ -263,6 +272,7 @@ mod tests {
             release: "r".into(),
             manifest_sha256: "m".into(),
             check_runs: 0,
+            throttled: 0,
             caches: vec![(
                 "session",
                 CacheStats {

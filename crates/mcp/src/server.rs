@@ -60,8 +60,8 @@ impl RimthanServer {
         &self.metrics
     }
 
-    /// The metrics page.
-    pub async fn render_metrics(&self) -> String {
+    /// The metrics page; `throttled` is how many credentials the HTTP layer answered 429.
+    pub async fn render_metrics(&self, throttled: u64) -> String {
         let releases = self.engine.releases();
         let registry = releases.snapshot();
         let active = registry.channel(releases.active_channel());
@@ -81,6 +81,7 @@ impl RimthanServer {
                 .unwrap_or_default(),
             caches: self.caches(),
             check_runs: self.engine.checks_run(),
+            throttled,
         })
     }
 

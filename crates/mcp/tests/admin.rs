@@ -79,6 +79,7 @@ async fn only_facilitators_open_the_view_and_each_sees_their_organization() {
             resource: format!("http://{}/mcp", config.listen),
             authorization_servers: vec![],
             scope: "rimthan:workflow".into(),
+            throttle: Default::default(),
         });
         config.admin = Some(Access::Facilitators(auth.clone()));
         config.auth = Some(auth);
@@ -303,6 +304,46 @@ pub(crate) async fn get_signed_in(addr: std::net::SocketAddr, path: &str, handle
 }
 
 #[tokio::test]
+async fn refused_sign_ins_past_the_allowance_get_429_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = token_file(dir.path());
+    let served = http_server_with(server(Profile::WorkflowEngine).await, |config| {
+        let auth = Arc::new(Auth {
+            verifier: Verifier::tokens_from_file(&file).unwrap(),
+            resource: format!("http://{}/mcp", config.listen),
+            authorization_servers: vec![],
+            scope: "rimthan:workflow".into(),
+            throttle: Default::default(),
+        });
+        config.admin = Some(Access::Facilitators(auth.clone()));
+        config.auth = Some(auth);
+    })
+    .await;
+    let addr = served.addr;
+    let login = |token: &str| {
+        let body = format!("token={token}");
+        format!(
+            "POST /admin/login HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://{addr}\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    for guess in 0..rimthan_mcp::throttle::FAILURE_BURST {
+        let refused = send(addr, login(&format!("guess{guess}"))).await;
+        assert_eq!(refused.status, 401, "{}", refused.body);
+    }
+    let blocked = send(addr, login("one-more-guess")).await;
+    assert_eq!(blocked.status, 429, "{}", blocked.body);
+    assert!(blocked.head.contains("retry-after: "), "{}", blocked.head);
+    assert!(blocked.body.contains("too_many_failed_credentials"));
+    // While blocked no token is checked: a right one waits too.
+    assert_eq!(send(addr, login("lead")).await.status, 429);
+    // The same address's bearer requests to /admin wait too.
+    assert_eq!(get_as(addr, "/admin", "lead").await.status, 429);
+}
+
+#[tokio::test]
 async fn jwt_claims_grant_the_facilitator_role_for_one_organization_or_all() {
     use crate::auth::{ed25519_jwk, jwt, now, rules};
     let key = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
@@ -323,6 +364,7 @@ async fn jwt_claims_grant_the_facilitator_role_for_one_organization_or_all() {
             resource,
             authorization_servers: vec!["https://issuer.example".into()],
             scope: "rimthan:workflow".into(),
+            throttle: Default::default(),
         });
         config.admin = Some(Access::Facilitators(auth.clone()));
         config.auth = Some(auth);

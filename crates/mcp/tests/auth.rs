@@ -37,6 +37,7 @@ async fn serve_with(verifier: impl FnOnce(&str) -> Verifier) -> Served {
         resource: url.clone(),
         authorization_servers: vec!["https://issuer.example".into()],
         scope: "rimthan:workflow".into(),
+        throttle: Default::default(),
     }));
     let (stop, stopped) = oneshot::channel::<()>();
     let server = server(Profile::WorkflowEngine).await;
@@ -159,6 +160,47 @@ async fn missing_bad_and_underscoped_tokens_are_challenged() {
         metadata.starts_with("HTTP/1.1 200")
             && metadata.contains(&format!("\"resource\":\"{}\"", served.url)),
         "{metadata}"
+    );
+}
+
+#[tokio::test]
+async fn refused_tokens_past_the_allowance_get_429_and_even_a_good_token_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = token_file(dir.path());
+    let served = serve_with(|_| Verifier::tokens_from_file(&file).unwrap()).await;
+    for guess in 0..rimthan_mcp::throttle::FAILURE_BURST {
+        let bad = head(served.addr, &initialize(Some(&format!("guess-{guess}")))).await;
+        assert!(bad.starts_with("HTTP/1.1 401"), "guess {guess}: {bad}");
+    }
+    let blocked = head(served.addr, &initialize(Some("one-more-guess"))).await;
+    assert!(blocked.starts_with("HTTP/1.1 429"), "{blocked}");
+    let retry_after: u64 = blocked
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("retry-after: ")
+                .map(str::to_owned)
+        })
+        .expect("a Retry-After header")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((1..=6).contains(&retry_after), "{blocked}");
+    // While blocked no token is checked, so a right guess does not get through either.
+    let good = head(served.addr, &initialize(Some("ada-token"))).await;
+    assert!(good.starts_with("HTTP/1.1 429"), "{good}");
+    let metrics = {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+        let get = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+        stream.write_all(get.as_bytes()).await.unwrap();
+        let mut page = String::new();
+        stream.read_to_string(&mut page).await.unwrap();
+        page
+    };
+    assert!(
+        metrics.contains("rimthan_auth_throttled_total 2"),
+        "{metrics}"
     );
 }
 
@@ -478,6 +520,7 @@ fn static_tokens_advertise_no_authorization_server() {
         resource: "https://mcp.example.com/mcp".into(),
         authorization_servers: vec![],
         scope: "rimthan:workflow".into(),
+        throttle: Default::default(),
     };
     let metadata = auth.metadata();
     assert!(

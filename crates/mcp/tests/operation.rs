@@ -231,7 +231,7 @@ async fn a_release_rewritten_in_place_is_refused_and_the_verified_copy_kept() {
         "{refused}"
     );
     assert!(Arc::ptr_eq(&before, &server.engine().releases().snapshot()));
-    let metrics = server.render_metrics().await;
+    let metrics = server.render_metrics(0).await;
     assert!(
         metrics.contains("rimthan_registry_release_rewrites_total 1"),
         "{metrics}"
@@ -307,7 +307,7 @@ async fn promotion_under_load_fails_no_call_and_keeps_sessions_pinned() {
     assert!(Arc::ptr_eq(&before, &server.engine().releases().snapshot()));
     assert!(
         server
-            .render_metrics()
+            .render_metrics(0)
             .await
             .contains("rimthan_registry_reload_failures_total 1")
     );

@@ -203,6 +203,7 @@ async fn waiting_on(authenticated: bool) -> Waiting {
             resource: format!("http://{}/mcp", config.listen),
             authorization_servers: vec![],
             scope: "rimthan:workflow".into(),
+            throttle: Default::default(),
         });
         config.admin = Some(Access::Facilitators(auth.clone()));
         config.auth = Some(auth);

@@ -16,6 +16,7 @@ fn failures(metrics: &Metrics, task: &str) -> Option<String> {
         manifest_sha256: "0".repeat(64),
         caches: Vec::new(),
         check_runs: 0,
+        throttled: 0,
     });
     let prefix = format!("rimthan_background_task_failures_total{{task=\"{task}\"}} ");
     page.lines()

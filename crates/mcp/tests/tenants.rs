@@ -34,6 +34,7 @@ fn with_auth(config: &mut HttpConfig, verifier: impl FnOnce(&str) -> Verifier) {
         resource,
         authorization_servers: vec![],
         scope: "rimthan:workflow".into(),
+        throttle: Default::default(),
     });
     config.admin = Some(Access::Facilitators(auth.clone()));
     config.auth = Some(auth);

@@ -455,6 +455,7 @@ impl ServeArgs {
             resource,
             authorization_servers: issuer.into_iter().collect(),
             scope: self.required_scope.clone(),
+            throttle: Default::default(),
         })))
     }
 }

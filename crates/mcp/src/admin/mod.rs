@@ -32,6 +32,7 @@ use rimthan_registry::Workflow;
 use serde::Deserialize;
 
 use crate::auth::{self, Auth, Sight};
+use crate::throttle::Peer;
 
 /// Sessions one list page shows.
 pub const PAGE_ROWS: u32 = 50;
@@ -94,6 +95,8 @@ pub(crate) struct Refusal {
     status: StatusCode,
     title: &'static str,
     message: String,
+    /// Seconds for `Retry-After` (429 only).
+    retry_after: Option<u64>,
 }
 
 impl Refusal {
@@ -102,7 +105,34 @@ impl Refusal {
             status,
             title,
             message: message.into(),
+            retry_after: None,
         }
+    }
+
+    /// This address's refused tokens spent its allowance (`crate::throttle`).
+    fn throttled(wait: std::time::Duration) -> Self {
+        let seconds = crate::throttle::retry_after(wait);
+        Self {
+            retry_after: Some(seconds),
+            ..Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many refused tokens",
+                format!(
+                    "This address sent too many tokens the server refused; try again in \
+                     {seconds} s (too_many_failed_credentials)."
+                ),
+            )
+        }
+    }
+
+    /// Adds `Retry-After` to `response` when this refusal carries one.
+    fn with_retry_after(&self, mut response: Response) -> Response {
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
     }
 
     fn bad_input(message: impl Into<String>) -> Self {
@@ -142,10 +172,10 @@ impl From<StoreError> for Refusal {
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         let login = self.status == StatusCode::UNAUTHORIZED;
-        page(
+        self.with_retry_after(page(
             self.status,
             pages::refusal(self.title, &self.message, login),
-        )
+        ))
     }
 }
 
@@ -290,7 +320,11 @@ fn sign_in_handle(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// Who a token proves, as a viewer, or the refusal.
-async fn viewer_of(auth: &Auth, token: Option<&str>) -> Result<Viewer, Refusal> {
+async fn viewer_of(
+    auth: &Auth,
+    token: Option<&str>,
+    peer: Option<Peer>,
+) -> Result<Viewer, Refusal> {
     let Some(token) = token else {
         return Err(Refusal::new(
             StatusCode::UNAUTHORIZED,
@@ -298,13 +332,20 @@ async fn viewer_of(auth: &Auth, token: Option<&str>) -> Result<Viewer, Refusal> 
             "The facilitator's view needs a facilitator's token.",
         ));
     };
+    // No token is checked while its address is blocked, so a guess then cannot succeed.
+    if let Some(wait) = peer.and_then(|p| auth.throttle.blocked(p.0)) {
+        return Err(Refusal::throttled(wait));
+    }
     let caller = auth.verifier.verify(token).await.map_err(|reason| {
         tracing::info!(reason, "facilitator token refused");
-        Refusal::new(
-            StatusCode::UNAUTHORIZED,
-            "This token was refused",
-            format!("The server refused the token: {reason}."),
-        )
+        match peer.and_then(|p| auth.throttle.failed(p.0)) {
+            Some(wait) => Refusal::throttled(wait),
+            None => Refusal::new(
+                StatusCode::UNAUTHORIZED,
+                "This token was refused",
+                format!("The server refused the token: {reason}."),
+            ),
+        }
     })?;
     let forbidden = |message: &str| {
         Refusal::new(
@@ -354,14 +395,17 @@ async fn admit(State(gate): State<Gate>, mut request: Request, next: Next) -> Re
     let viewer = match &gate.access {
         Access::Loopback => Viewer::loopback(),
         Access::Facilitators(auth) => {
+            let peer = request.extensions().get::<Peer>().copied();
             let viewer = match presented(request.headers()) {
-                Some(Presented::Bearer(token)) => viewer_of(auth, Some(token)).await,
+                Some(Presented::Bearer(token)) => viewer_of(auth, Some(token), peer).await,
                 Some(Presented::SignIn(handle)) => match gate.logins.token(handle) {
                     // Form tokens are bound to the sign-in, not to the bearer token behind it.
-                    Some(token) => viewer_of(auth, Some(&token)).await.map(|viewer| Viewer {
-                        login: Some(handle.to_owned()),
-                        ..viewer
-                    }),
+                    Some(token) => viewer_of(auth, Some(&token), peer)
+                        .await
+                        .map(|viewer| Viewer {
+                            login: Some(handle.to_owned()),
+                            ..viewer
+                        }),
                     None => Err(Refusal::new(
                         StatusCode::FORBIDDEN,
                         "Sign in again",
@@ -369,7 +413,7 @@ async fn admit(State(gate): State<Gate>, mut request: Request, next: Next) -> Re
                          another server or before a restart) (sign_in_ended).",
                     )),
                 },
-                None => viewer_of(auth, None).await,
+                None => viewer_of(auth, None, peer).await,
             };
             match viewer {
                 Ok(viewer) => viewer,
@@ -636,6 +680,7 @@ async fn report(
     State(state): State<AdminState>,
     Path(id): Path<String>,
     Query(format): Query<ReportFormat>,
+    peer: Option<axum::Extension<Peer>>,
     headers: axum::http::HeaderMap,
 ) -> Result<Response, Refusal> {
     let unknown = || Refusal::not_found("There is no session with this id.");
@@ -651,7 +696,7 @@ async fn report(
                 .get(axum::http::header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
                 .and_then(crate::auth::bearer_token);
-            viewer_of(auth, token).await?
+            viewer_of(auth, token, peer.map(|p| p.0)).await?
         }
     };
     let id: SessionId = bounded("session id", &id)?.parse().map_err(|_| unknown())?;
@@ -798,6 +843,7 @@ fn same_origin(headers: &HeaderMap) -> bool {
 /// Checks the token before setting it as a cookie, so a wrong one is told at once.
 async fn login(
     State(state): State<AdminState>,
+    peer: Option<axum::Extension<Peer>>,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
@@ -813,11 +859,11 @@ async fn login(
         .into_response();
     }
     let token = form.token.trim();
-    if let Err(refusal) = viewer_of(auth, Some(token)).await {
-        return page(
+    if let Err(refusal) = viewer_of(auth, Some(token), peer.map(|p| p.0)).await {
+        return refusal.with_retry_after(page(
             refusal.status,
             pages::login(&state.access, Some(&refusal.message)),
-        );
+        ));
     }
     let secure = if auth.resource.starts_with("https://") {
         "; Secure"

@@ -124,7 +124,7 @@ pub fn check_subjects(statement: &Statement, project: &Path) -> Vec<SubjectFailu
 }
 
 /// The most bytes of a subject read: the largest output a release may declare.
-pub const MAX_SUBJECT_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_SUBJECT_BYTES: u64 = 16 << 20;
 
 /// A subject's bytes, read as the registry reads its own files: every folder on the way is a
 /// folder inside `project` (no symlink out of it), and the file a regular file of at most
