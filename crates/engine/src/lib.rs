@@ -33,7 +33,7 @@ pub mod approval {
 
 /// The hash-chained audit log: digests, verification of rows, and walks over a store.
 pub mod chain {
-    pub use crate::evidence::audit::{verify_audit, verify_session_chain};
+    pub use crate::evidence::audit::{verify_audit, verify_audit_trusting, verify_session_chain};
     pub use crate::model::chain::*;
 }
 

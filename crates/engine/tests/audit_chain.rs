@@ -268,27 +268,79 @@ async fn postgres_completing_answer_carries_a_verifiable_statement() {
     the_completing_answer_carries_a_verifiable_statement(store).await;
 }
 
-/// A key given by file replaces the stored one for new statements; the stored one stays
-/// published, so what it signed still verifies.
+/// A key given by file replaces the stored one for new statements; the stored one, named as
+/// retired, stays published, so what it signed still verifies. No key is minted in the store,
+/// and a key added to the store is not published.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_key_stays_published_and_keeps_verifying_what_it_signed() {
     let store = sqlite_memory().await;
     let first = engine_on(store.clone()).await;
     let before = completed(&first).await.provenance.unwrap();
+    let retired = first.provenance_keys().await.unwrap().keys;
     let rotated = rimthan_engine::provenance::ProvenanceKey::from_seed(&[9; 32]).unwrap();
-    let second = Engine::new(releases(), store.clone(), None)
-        .await
-        .unwrap()
-        .with_provenance_key(rotated.clone())
+    let second = Engine::with_configured_key(
+        releases(),
+        store.clone(),
+        None,
+        rotated.clone(),
+        retired.clone(),
+    )
+    .await
+    .unwrap();
+    let planted = rimthan_engine::provenance::ProvenanceKey::from_seed(&[7; 32]).unwrap();
+    store
+        .add_provenance_key(&planted.public_key_file())
         .await
         .unwrap();
     let after = completed(&second).await.provenance.unwrap();
     let published = second.provenance_keys().await.unwrap().keys;
     assert_eq!(published.len(), 2);
+    assert!(
+        published
+            .iter()
+            .all(|k| k.key_id.as_str() != planted.key_id()),
+        "a key inserted into the store is not published"
+    );
     let keys = PublicKeys::from_files(&published);
     for file in [&before, &after] {
         verify_envelope(&serde_json::to_vec(&file.content).unwrap(), &keys).unwrap();
     }
     assert_eq!(after.content.signatures[0].keyid, rotated.key_id());
     assert_ne!(before.content.signatures[0].keyid, rotated.key_id());
+    let custody = |file: &rimthan_engine::ProvenanceFile| {
+        use base64::Engine as _;
+        let payload = base64::engine::general_purpose::STANDARD
+            .decode(&file.content.payload)
+            .unwrap();
+        let statement: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+        statement["predicate"]["signer"]["custody"].clone()
+    };
+    assert_eq!(custody(&before), "store");
+    assert_eq!(custody(&after), "file");
+}
+
+#[tokio::test]
+async fn a_configured_key_mints_no_seed_in_the_store() {
+    let store = sqlite_memory().await;
+    let key = rimthan_engine::provenance::ProvenanceKey::from_seed(&[5; 32]).unwrap();
+    let engine = Engine::with_configured_key(releases(), store.clone(), None, key, Vec::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        engine.key_custody(),
+        rimthan_engine::provenance::KeyCustody::File
+    );
+    // The store lists only the configured key's public half, and holds no seed: asked for
+    // one, it keeps the probe's bytes, as it does when none was ever generated.
+    let stored = store.provenance_keys().await.unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].key_id.as_str(), engine.provenance_key().key_id());
+    let probe = vec![42; 32];
+    assert_eq!(
+        store
+            .secret("provenance-ed25519-seed", probe.clone())
+            .await
+            .unwrap(),
+        probe
+    );
 }

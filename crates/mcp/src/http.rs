@@ -117,7 +117,16 @@ async fn readyz(
         );
     }
     match engine.store().ping().await {
-        Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
+        // Said plainly: a key in the store signs for whoever can read the store.
+        Ok(()) => match engine.key_custody() {
+            rimthan_engine::provenance::KeyCustody::File => (StatusCode::OK, "ready\n".to_owned()),
+            rimthan_engine::provenance::KeyCustody::Store => (
+                StatusCode::OK,
+                "ready\nprovenance key: kept in the store (whoever can read the store can sign \
+                 as this server; see --provenance-key-file)\n"
+                    .to_owned(),
+            ),
+        },
         Err(e) => {
             tracing::warn!(error = %e, "store not reachable");
             (

@@ -54,7 +54,7 @@ impl SessionReport {
         let statement = match store.completion_link(id).await? {
             Some(completion) if session.status == Status::Completed => registry
                 .release(&session.release)
-                .and_then(|r| statement_for(r, &session, completion)),
+                .and_then(|r| statement_for(r, &session, completion, None)),
             _ => None,
         };
         Ok(Self {

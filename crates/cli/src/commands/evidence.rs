@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use rimthan_engine::{
-    chain::verify_audit,
+    chain::{verify_audit, verify_audit_trusting},
     provenance::{
         EnvelopeFailure, KeysDocument, MAX_ENVELOPE_BYTES, PublicKeys, check_subjects,
         verify_envelope,
@@ -30,6 +30,11 @@ pub(crate) struct AuditVerifyArgs {
     /// The server's store (as `serve --database-url`); default: the user data folder's SQLite file.
     #[arg(long, env = "RIMTHAN_DATABASE_URL")]
     database_url: Option<String>,
+    /// The published keys document to check retention anchors against (as `provenance verify
+    /// --keys`); without it, the keys the store itself lists are trusted, which whoever can
+    /// write the store can add to.
+    #[arg(long, value_name = "FILE")]
+    keys: Option<PathBuf>,
     /// Print JSON for scripts.
     #[arg(long)]
     json: bool,
@@ -89,7 +94,19 @@ impl AuditVerifyArgs {
         let store = rimthan_engine::store::open_read_only(&url)
             .await
             .with_context(|| format!("cannot read the store at {url}"))?;
-        let report = verify_audit(&*store).await?;
+        let report = match &self.keys {
+            Some(path) => verify_audit_trusting(&*store, &read_keys(path)?).await?,
+            None => {
+                if !self.json {
+                    eprintln!(
+                        "note: retention anchors are checked against the keys the store itself \
+                         lists; pass --keys with the published keys document to trust none of \
+                         the store's"
+                    );
+                }
+                verify_audit(&*store).await?
+            }
+        };
         if self.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
         } else {
@@ -140,16 +157,20 @@ impl ProvenanceCommand {
     }
 }
 
+/// The usable keys of a published keys document (`/.well-known/rimthan/provenance-keys.json`).
+fn read_keys(path: &std::path::Path) -> anyhow::Result<PublicKeys> {
+    let keys: KeysDocument = serde_json::from_slice(&read_bounded(path)?)
+        .map_err(|e| InputError(format!("{}: not a keys document: {e}", path.display())))?;
+    let keys = PublicKeys::from_files(&keys.keys);
+    if keys.is_empty() {
+        return Err(InputError(format!("{}: holds no usable key", path.display())).into());
+    }
+    Ok(keys)
+}
+
 impl ProvenanceVerifyArgs {
     fn run(self) -> anyhow::Result<()> {
-        let keys: KeysDocument =
-            serde_json::from_slice(&read_bounded(&self.keys)?).map_err(|e| {
-                InputError(format!("{}: not a keys document: {e}", self.keys.display()))
-            })?;
-        let keys = PublicKeys::from_files(&keys.keys);
-        if keys.is_empty() {
-            return Err(InputError(format!("{}: holds no usable key", self.keys.display())).into());
-        }
+        let keys = read_keys(&self.keys)?;
         let envelope = read_bounded(&self.file)?;
         let failed = |failure: EnvelopeFailure, detail: String| -> anyhow::Result<()> {
             if self.json {

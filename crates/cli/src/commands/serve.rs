@@ -108,10 +108,20 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "RIMTHAN_CHECKPOINT_SECRET_FILE")]
     checkpoint_secret_file: Option<PathBuf>,
     /// An ed25519 key file (as `rimthan registry keygen` writes) that signs provenance
-    /// statements and retention anchors; replicas share it (default: a key generated once and
-    /// kept in the database). Keys used before stay published.
+    /// statements and retention anchors; replicas share it. With it no key is generated in or
+    /// read from the database, and only configured keys are published (default: a key generated
+    /// once and kept in the database, every key it signed with published).
     #[arg(long, env = "RIMTHAN_PROVENANCE_KEY_FILE")]
     provenance_key_file: Option<PathBuf>,
+    /// With --provenance-key-file: a keys document (as `/.well-known/rimthan/provenance-keys.json`)
+    /// of the public keys signed with before, published beside the configured key so what they
+    /// signed still verifies.
+    #[arg(
+        long,
+        env = "RIMTHAN_PROVENANCE_RETIRED_KEYS",
+        requires = "provenance_key_file"
+    )]
+    provenance_retired_keys: Option<PathBuf>,
     /// Caller authentication: none, tokens, jwt or oidc.
     #[arg(long, env = "RIMTHAN_AUTH", value_enum, default_value_t = AuthMode::None)]
     auth: AuthMode,
@@ -223,6 +233,17 @@ fn read_provenance_key(path: &std::path::Path) -> anyhow::Result<ProvenanceKey> 
         .map_err(|e| InputError(format!("{}: {e}", path.display())))?)
 }
 
+/// Reads the retired public keys: a keys document, as the server publishes one.
+fn read_retired_keys(
+    path: &std::path::Path,
+) -> anyhow::Result<Vec<rimthan_registry::PublicKeyFile>> {
+    let bytes = rimthan_registry::read_regular_file(path, 1 << 20)
+        .map_err(|e| InputError(format!("{}: {e}", path.display())))?;
+    let document: rimthan_engine::provenance::KeysDocument = serde_json::from_slice(&bytes)
+        .map_err(|e| InputError(format!("{}: not a keys document: {e}", path.display())))?;
+    Ok(document.keys)
+}
+
 pub(crate) fn default_database_url() -> anyhow::Result<String> {
     let dir = dirs::data_dir()
         .context("no user data folder on this system; pass --database-url")?
@@ -259,7 +280,13 @@ impl ServeArgs {
         };
         let provenance_key = match &self.provenance_key_file {
             None => None,
-            Some(path) => Some(read_provenance_key(path)?),
+            Some(path) => {
+                let retired = match &self.provenance_retired_keys {
+                    None => Vec::new(),
+                    Some(path) => read_retired_keys(path)?,
+                };
+                Some((read_provenance_key(path)?, retired))
+            }
         };
         let profile = self.profile;
         if self.max_buffered_bytes < self.max_body_bytes {
@@ -298,10 +325,13 @@ impl ServeArgs {
         let served = runtime.block_on(async move {
             let store = rimthan_engine::store::open(&database_url).await?;
             let releases = Arc::new(Releases::new(registry, channel));
-            let mut engine = Engine::new(releases, store.clone(), secret).await?;
-            if let Some(key) = provenance_key {
-                engine = engine.with_provenance_key(key).await?;
-            }
+            let engine = match provenance_key {
+                Some((key, retired)) => {
+                    Engine::with_configured_key(releases, store.clone(), secret, key, retired)
+                        .await?
+                }
+                None => Engine::new(releases, store.clone(), secret).await?,
+            };
             let signer = engine.provenance_key().clone();
             let server = RimthanServer::new(Arc::new(engine), profile);
             if let Some(days) = self.retain_days {

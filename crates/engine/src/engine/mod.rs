@@ -21,13 +21,17 @@ mod transact;
 
 use std::sync::Arc;
 
+use rimthan_registry::PublicKeyFile;
+
 use crate::{
     error::EngineError,
     evidence::statement::statement_for,
     model::chain::ChainLink,
     model::checkpoint::CheckpointKey,
     model::payload::ProvenanceFile,
-    model::provenance::{KeysDocument, ProvenanceKey, STATEMENT_PATH, sign_statement},
+    model::provenance::{
+        KeyCustody, KeysDocument, ProvenanceKey, STATEMENT_PATH, SignerRef, sign_statement,
+    },
     model::session::{Session, Status},
     releases::Releases,
     rules::offers::PolicyCache,
@@ -51,6 +55,8 @@ pub struct Engine {
     key: CheckpointKey,
     policies: PolicyCache,
     provenance: ProvenanceKey,
+    custody: KeyCustody,
+    retired: Vec<PublicKeyFile>,
     steps: active_step::StepCache,
     /// Deterministic check runs made since start (`checks_run`).
     checks_run: std::sync::atomic::AtomicU64,
@@ -63,6 +69,29 @@ impl Engine {
         releases: Arc<Releases>,
         store: Arc<dyn Store>,
         secret: Option<Vec<u8>>,
+    ) -> Result<Self, EngineError> {
+        Self::build(releases, store, secret, None).await
+    }
+
+    /// An engine that signs provenance with `key`, read from the operator's file (`serve
+    /// --provenance-key-file`): no key is generated or read from the store, and the published
+    /// keys are `key` and `retired` (public keys signed with before), never the store's list, so
+    /// a key added to the store is not trusted.
+    pub async fn with_configured_key(
+        releases: Arc<Releases>,
+        store: Arc<dyn Store>,
+        secret: Option<Vec<u8>>,
+        key: ProvenanceKey,
+        retired: Vec<PublicKeyFile>,
+    ) -> Result<Self, EngineError> {
+        Self::build(releases, store, secret, Some((key, retired))).await
+    }
+
+    async fn build(
+        releases: Arc<Releases>,
+        store: Arc<dyn Store>,
+        secret: Option<Vec<u8>>,
+        configured: Option<(ProvenanceKey, Vec<PublicKeyFile>)>,
     ) -> Result<Self, EngineError> {
         let secret = match secret {
             Some(s) => s,
@@ -79,14 +108,23 @@ impl Engine {
                 crate::model::checkpoint::MIN_SECRET_BYTES
             ),
         })?;
-        let seed = store
-            .secret(PROVENANCE_SECRET, ProvenanceKey::generate_seed())
-            .await?;
-        let provenance =
-            ProvenanceKey::from_seed(&seed).ok_or_else(|| EngineError::InvalidArgument {
-                field: "provenance key".into(),
-                message: "the stored provenance seed is not 32 bytes".into(),
-            })?;
+        let (provenance, custody, retired) = match configured {
+            Some((key, retired)) => (key, KeyCustody::File, retired),
+            None => {
+                let seed = store
+                    .secret(PROVENANCE_SECRET, ProvenanceKey::generate_seed())
+                    .await?;
+                let key = ProvenanceKey::from_seed(&seed).ok_or_else(|| {
+                    EngineError::InvalidArgument {
+                        field: "provenance key".into(),
+                        message: "the stored provenance seed is not 32 bytes".into(),
+                    }
+                })?;
+                (key, KeyCustody::Store, Vec::new())
+            }
+        };
+        // The store's list records every key this database signed with, for the audit trail; it
+        // is published only where the key itself lives in the store.
         store
             .add_provenance_key(&provenance.public_key_file())
             .await?;
@@ -96,6 +134,8 @@ impl Engine {
             key,
             policies: PolicyCache::default(),
             provenance,
+            custody,
+            retired,
             steps: active_step::StepCache::new(ACTIVE_STEP_CACHE_BOUNDS),
             checks_run: std::sync::atomic::AtomicU64::new(0),
         })
@@ -108,15 +148,9 @@ impl Engine {
         self.checks_run.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Signs provenance with `key` (`serve --provenance-key-file`) instead of the stored one.
-    /// Its public key joins the published ones; keys used before stay published, so what
-    /// they signed still verifies (rotation).
-    pub async fn with_provenance_key(mut self, key: ProvenanceKey) -> Result<Self, EngineError> {
-        self.store
-            .add_provenance_key(&key.public_key_file())
-            .await?;
-        self.provenance = key;
-        Ok(self)
+    /// Where the provenance key is held (`/readyz` and every statement say it).
+    pub fn key_custody(&self) -> KeyCustody {
+        self.custody
     }
 
     /// The key that signs provenance statements and retention anchors.
@@ -124,11 +158,22 @@ impl Engine {
         &self.provenance
     }
 
-    /// The published provenance keys: every key this database signed with.
+    /// The published provenance keys. With a key from configuration: that key and the retired
+    /// keys configured beside it. With the store's key: every key this database signed with.
     pub async fn provenance_keys(&self) -> Result<KeysDocument, EngineError> {
-        Ok(KeysDocument {
-            keys: self.store.provenance_keys().await?,
-        })
+        let keys = match self.custody {
+            KeyCustody::File => {
+                let mut keys = vec![self.provenance.public_key_file()];
+                for retired in &self.retired {
+                    if !keys.iter().any(|k| k.key_id == retired.key_id) {
+                        keys.push(retired.clone());
+                    }
+                }
+                keys
+            }
+            KeyCustody::Store => self.store.provenance_keys().await?,
+        };
+        Ok(KeysDocument { keys })
     }
 
     /// The signed provenance statement of a completed session, as the file a harness keeps;
@@ -159,7 +204,11 @@ impl Engine {
             },
         };
         let release = self.pinned_release(session)?;
-        let statement = statement_for(&release, session, completion).ok_or_else(|| {
+        let signer = Some(SignerRef {
+            key_id: self.provenance.key_id(),
+            custody: self.custody,
+        });
+        let statement = statement_for(&release, session, completion, signer).ok_or_else(|| {
             EngineError::SessionInconsistent {
                 session: session.id.to_string(),
                 what: "a workflow or host adapter".into(),

@@ -9,8 +9,19 @@ use crate::{
 };
 
 /// Walks every chain of the store, and names every unchained row written since chaining began
-/// (an insertion); read-only.
+/// (an insertion); read-only. Retention anchors are checked against the keys the store itself
+/// lists, which whoever can write the store can add to: [`verify_audit_trusting`] takes them
+/// from outside.
 pub async fn verify_audit(store: &dyn Store) -> Result<AuditVerification, StoreError> {
+    let keys = PublicKeys::from_files(&store.provenance_keys().await?);
+    verify_audit_trusting(store, &keys).await
+}
+
+/// [`verify_audit`], with retention anchors checked against `keys` only (`audit verify --keys`).
+pub async fn verify_audit_trusting(
+    store: &dyn Store,
+    keys: &PublicKeys,
+) -> Result<AuditVerification, StoreError> {
     let mut report = AuditVerification::default();
     for row in store.unchained_audit().await? {
         report.breaks.push(ChainBreak {
@@ -23,7 +34,7 @@ pub async fn verify_audit(store: &dyn Store) -> Result<AuditVerification, StoreE
                 .into(),
         });
     }
-    walk(store, None, &mut report).await?;
+    walk(store, None, keys, &mut report).await?;
     Ok(report)
 }
 
@@ -33,7 +44,8 @@ pub async fn verify_session_chain(
     session: &SessionId,
 ) -> Result<AuditVerification, StoreError> {
     let mut report = AuditVerification::default();
-    walk(store, Some(session.as_str()), &mut report).await?;
+    let keys = PublicKeys::from_files(&store.provenance_keys().await?);
+    walk(store, Some(session.as_str()), &keys, &mut report).await?;
     Ok(report)
 }
 
@@ -41,14 +53,14 @@ pub async fn verify_session_chain(
 async fn walk(
     store: &dyn Store,
     chain: Option<&str>,
+    keys: &PublicKeys,
     report: &mut AuditVerification,
 ) -> Result<(), StoreError> {
-    let keys = PublicKeys::from_files(&store.provenance_keys().await?);
     for head in store.audit_chains(chain).await? {
         let rows = store.chain_entries(&head.chain).await?;
         report.chains += 1;
         report.entries += rows.len() as u64;
-        report.breaks.extend(verify_chain(&head, &rows, &keys));
+        report.breaks.extend(verify_chain(&head, &rows, keys));
     }
     Ok(())
 }

@@ -11,8 +11,8 @@ use crate::model::{
     chain::ChainLink,
     payload::SERVER_NAME,
     provenance::{
-        ChainRef, Named, PREDICATE_TYPE, ReleaseRef, STATEMENT_TYPE, SessionPredicate, Statement,
-        StepEvidence, Subject, ValidatorEvidence,
+        ChainRef, Named, PREDICATE_TYPE, ReleaseRef, STATEMENT_TYPE, SessionPredicate, SignerRef,
+        Statement, StepEvidence, Subject, ValidatorEvidence,
     },
     session::Session,
 };
@@ -28,6 +28,8 @@ pub struct StatementFacts {
     pub steps: Vec<String>,
     /// The completing entry of the session's chain.
     pub completion: ChainLink,
+    /// The key that signs, and where it is held (none for a statement shown unsigned).
+    pub signer: Option<SignerRef>,
 }
 
 /// The statement of a completed session.
@@ -117,6 +119,7 @@ pub fn session_statement(session: &Session, facts: &StatementFacts) -> Statement
             sha256: facts.completion.sha256.clone(),
         },
         server: SERVER_NAME.to_owned(),
+        signer: facts.signer.clone(),
     };
     Statement {
         statement_type: STATEMENT_TYPE.into(),
@@ -133,6 +136,7 @@ pub fn statement_for(
     release: &rimthan_registry::VerifiedRelease,
     session: &Session,
     completion: ChainLink,
+    signer: Option<SignerRef>,
 ) -> Option<Statement> {
     let workflow = release.workflow(&session.workflow, &session.workflow_version)?;
     let binding = &session.host.adapter;
@@ -151,6 +155,7 @@ pub fn statement_for(
             .map(|s| s.doc().id.to_string())
             .collect(),
         completion,
+        signer,
     };
     Some(session_statement(session, &facts))
 }

@@ -19,7 +19,7 @@ use crate::{model::audit::AuditCheck, model::request::Verdict};
 mod keys;
 mod verify;
 
-pub use keys::{KeysDocument, ProvenanceKey, PublicKeys};
+pub use keys::{KeyCustody, KeysDocument, ProvenanceKey, PublicKeys};
 pub use verify::{EnvelopeFailure, SubjectFailure, check_subjects, verify_envelope};
 
 /// The DSSE payload type of an in-toto statement.
@@ -125,6 +125,20 @@ pub struct SessionPredicate {
     pub audit_chain: ChainRef,
     /// The server that signed.
     pub server: String,
+    /// The key that signed, and where it is held: `store` means whoever could read the server's
+    /// database could have signed this too. Absent only from a statement shown unsigned (`rimthan
+    /// sessions show` reads the store, not the key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signer: Option<SignerRef>,
+}
+
+/// The signing key of a statement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SignerRef {
+    /// Its key id.
+    pub key_id: String,
+    /// Where it is held.
+    pub custody: KeyCustody,
 }
 
 /// An id and version.

@@ -77,6 +77,28 @@ impl ProvenanceKey {
     }
 }
 
+/// Where the key that signs provenance is held, which is what trusting its signatures means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyCustody {
+    /// Generated once and kept in the store: whoever can read the store can sign as the
+    /// server, and whoever can write it can add a key that gets published.
+    Store,
+    /// Read from the file the operator gave (`serve --provenance-key-file`); no private key is in
+    /// the store, and only keys from configuration are published.
+    File,
+}
+
+impl KeyCustody {
+    /// The snake_case name statements and `/readyz` carry.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Store => "store",
+            Self::File => "file",
+        }
+    }
+}
+
 /// The published public keys: `GET /.well-known/rimthan/provenance-keys.json`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
