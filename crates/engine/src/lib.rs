@@ -35,6 +35,7 @@ pub mod approval {
 pub mod chain {
     pub use crate::evidence::audit::{verify_audit, verify_audit_trusting, verify_session_chain};
     pub use crate::model::chain::*;
+    pub use crate::model::seal::*;
 }
 
 /// The signed provenance statement: shapes, keys, signing, verification and making one.

@@ -9,6 +9,7 @@ mod chains;
 mod commit;
 mod listing;
 mod postgres;
+mod seals;
 mod sql;
 mod sqlite;
 mod stats;
@@ -150,6 +151,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// completed sessions last changed before it, in bounded batches (`docs/engine.md` §7.3),
     /// leaving for each chain it pruned an anchor signed with `key` (§7.6).
     async fn prune(&self, before: &str, key: &ProvenanceKey) -> Result<Pruned, StoreError>;
+
+    /// Seals every audit chain changed since the last seal, signed with `key` at `at` (RFC
+    /// 3339): its number, or `None` when nothing changed or another writer sealed at the same
+    /// moment (`docs/engine.md` §7.6).
+    async fn seal(&self, key: &ProvenanceKey, at: &str) -> Result<Option<u64>, StoreError>;
+
+    /// Every seal over the chains' heads, in order.
+    async fn seals(&self) -> Result<Vec<crate::model::seal::Seal>, StoreError>;
 
     /// The audit chains with their head rows and retention anchors: every chain, or the one
     /// named (`docs/engine.md` §7.6).

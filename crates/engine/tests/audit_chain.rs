@@ -173,6 +173,91 @@ async fn each_way_of_tampering_is_named(store: Arc<dyn Store>, raw: Raw) {
     );
 }
 
+/// What the chains alone cannot show, the seals name: a session's last entry cut with its head
+/// row set back, a session deleted with its whole chain and head row, and a seal taken out of
+/// the sequence. A seal signed by a key the verifier does not trust is a break too.
+async fn each_deletion_after_a_seal_is_named(store: Arc<dyn Store>, raw: Raw) {
+    let engine = engine_on(store.clone()).await;
+    let mut sessions = Vec::new();
+    for _ in 0..3 {
+        sessions.push(completed(&engine).await.session_id);
+    }
+    assert_eq!(engine.seal().await.unwrap(), Some(1));
+    assert_eq!(engine.seal().await.unwrap(), None, "nothing changed since");
+    sessions.push(completed(&engine).await.session_id);
+    assert_eq!(engine.seal().await.unwrap(), Some(2));
+    let report = verify_audit(&*store).await.unwrap();
+    assert!(report.verified(), "{:?}", report.breaks);
+    assert_eq!(report.seals, 2);
+    let stranger =
+        PublicKeys::from_files(&[
+            rimthan_engine::provenance::ProvenanceKey::from_seed(&[7; 32])
+                .unwrap()
+                .public_key_file(),
+        ]);
+    let untrusted = rimthan_engine::chain::verify_audit_trusting(&*store, &stranger)
+        .await
+        .unwrap();
+    assert!(
+        untrusted
+            .breaks
+            .iter()
+            .any(|b| b.chain == "seals" && b.kind == BreakKind::Edited),
+        "{:?}",
+        untrusted.breaks
+    );
+
+    raw.unguard().await;
+    let [cut, gone, intact, late] = &sessions[..] else {
+        unreachable!()
+    };
+    let last =
+        |chain: &str| format!("(SELECT max(chain_index) FROM audit_log WHERE chain = '{chain}')");
+    raw.run(&format!(
+        "DELETE FROM audit_log WHERE chain = '{cut}' AND chain_index = {last};
+         UPDATE audit_chains SET length = length - 1, head = (SELECT entry_sha256 FROM audit_log \
+             WHERE chain = '{cut}' AND chain_index = {last}) WHERE chain = '{cut}'",
+        last = last(cut)
+    ))
+    .await;
+    raw.run(&format!(
+        "DELETE FROM audit_log WHERE chain = '{gone}';
+         DELETE FROM audit_chains WHERE chain = '{gone}';
+         DELETE FROM sessions WHERE id = '{gone}'"
+    ))
+    .await;
+    let kinds = kinds_by_session(&*store).await;
+    assert_eq!(kinds[cut.as_str()], [BreakKind::Deleted], "{kinds:?}");
+    assert_eq!(kinds[gone.as_str()], [BreakKind::Deleted], "{kinds:?}");
+    assert!(!kinds.contains_key(intact.as_str()), "{kinds:?}");
+    assert!(!kinds.contains_key(late.as_str()), "{kinds:?}");
+
+    raw.run("DELETE FROM audit_seals WHERE seq = 1").await;
+    let report = verify_audit(&*store).await.unwrap();
+    assert!(
+        report
+            .breaks
+            .iter()
+            .any(|b| b.chain == "seals" && b.kind == BreakKind::Deleted),
+        "{:?}",
+        report.breaks
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_names_each_deletion_after_a_seal() {
+    let (store, raw, _dir) = sqlite_backend().await;
+    each_deletion_after_a_seal_is_named(store, raw).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_names_each_deletion_after_a_seal() {
+    let Some((store, raw)) = postgres_backend().await else {
+        return;
+    };
+    each_deletion_after_a_seal_is_named(store, raw).await;
+}
+
 /// The completing answer carries a statement the published keys verify, about the outputs the
 /// session accepted, naming the audit entry of its completion; another key's is unknown.
 async fn the_completing_answer_carries_a_verifiable_statement(store: Arc<dyn Store>) {

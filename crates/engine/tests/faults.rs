@@ -97,6 +97,14 @@ impl Store for FailingStore {
         self.check("prune")?;
         self.inner.prune(before, key).await
     }
+    async fn seal(&self, key: &ProvenanceKey, at: &str) -> Result<Option<u64>, StoreError> {
+        self.check("seal")?;
+        self.inner.seal(key, at).await
+    }
+    async fn seals(&self) -> Result<Vec<rimthan_engine::chain::Seal>, StoreError> {
+        self.check("seals")?;
+        self.inner.seals().await
+    }
     async fn audit_chains(&self, chain: Option<&str>) -> Result<Vec<ChainHead>, StoreError> {
         self.inner.audit_chains(chain).await
     }

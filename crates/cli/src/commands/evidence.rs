@@ -131,6 +131,16 @@ impl AuditVerifyArgs {
                     format!("{} breaks", report.breaks.len())
                 }
             );
+            match &report.last_seal {
+                Some(at) => println!(
+                    "{} seals, the last at {at}: a chain cut back or deleted before it is named",
+                    report.seals
+                ),
+                None => println!(
+                    "no seal yet: a chain cut back with its head row, or deleted whole, cannot be \
+                     named (the server seals every 5 minutes)"
+                ),
+            }
         }
         if report.verified() {
             Ok(())

@@ -184,6 +184,8 @@ pub(crate) struct ServeArgs {
 
 /// How often retention runs, after the pass at start.
 const RETENTION_INTERVAL: Duration = Duration::from_secs(3600);
+/// How often the audit chains' heads are sealed.
+const SEAL_INTERVAL: Duration = Duration::from_secs(300);
 
 /// The longest `--retain-days` (100 years): the cutoff of anything longer is not a time.
 const MAX_RETAIN_DAYS: u32 = 36_500;
@@ -191,31 +193,57 @@ const MAX_RETAIN_DAYS: u32 = 36_500;
 /// Runs retention now and every [`RETENTION_INTERVAL`] (`docs/engine.md` §7.3); a failed pass is
 /// logged, counted, and retried at the next one; a task that dies is started again
 /// (`rimthan_mcp::tasks`).
-fn retain(
-    store: Arc<dyn rimthan_engine::Store>,
-    signer: ProvenanceKey,
-    days: u32,
-    metrics: Arc<rimthan_mcp::Metrics>,
-) {
+fn retain(engine: Arc<Engine>, days: u32, metrics: Arc<rimthan_mcp::Metrics>) {
     let keep = Age::days(days);
     let counted = metrics.clone();
     rimthan_mcp::tasks::supervise("retention", metrics, move || {
-        let (store, metrics, signer) = (store.clone(), counted.clone(), signer.clone());
+        let (engine, metrics) = (engine.clone(), counted.clone());
         async move {
             let mut ticks = tokio::time::interval(RETENTION_INTERVAL);
             loop {
                 ticks.tick().await;
                 let before = keep.cutoff();
-                match store.prune(&before, &signer).await {
-                    Ok(pruned) => tracing::info!(
-                        %before,
-                        audit_entries = pruned.audit_entries,
-                        sessions = pruned.sessions,
-                        "retention pass"
-                    ),
+                let signer = engine.provenance_key();
+                match engine.store().prune(&before, signer).await {
+                    Ok(pruned) => {
+                        tracing::info!(
+                            %before,
+                            audit_entries = pruned.audit_entries,
+                            sessions = pruned.sessions,
+                            "retention pass"
+                        );
+                        // What retention changed is sealed at once (docs/engine.md §7.6).
+                        if let Err(e) = engine.seal().await {
+                            tracing::warn!(error = %e, "sealing after retention failed; the next seal covers it");
+                        }
+                    }
                     Err(e) => {
                         metrics.background_task_failure("retention");
                         tracing::error!(error = %e, "retention pass failed; retrying at the next one")
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// Seals the audit chains' heads now and every [`SEAL_INTERVAL`] (`docs/engine.md` §7.6): a
+/// deletion before the last seal is named by `rimthan audit verify`. Replicas each seal; of two
+/// at the same moment, one writes the seal.
+fn seal_periodically(engine: Arc<Engine>, metrics: Arc<rimthan_mcp::Metrics>) {
+    let counted = metrics.clone();
+    rimthan_mcp::tasks::supervise("seal", metrics, move || {
+        let (engine, metrics) = (engine.clone(), counted.clone());
+        async move {
+            let mut ticks = tokio::time::interval(SEAL_INTERVAL);
+            loop {
+                ticks.tick().await;
+                match engine.seal().await {
+                    Ok(Some(seq)) => tracing::debug!(seq, "audit chains sealed"),
+                    Ok(None) => {}
+                    Err(e) => {
+                        metrics.background_task_failure("seal");
+                        tracing::error!(error = %e, "sealing the audit chains failed; retrying at the next seal")
                     }
                 }
             }
@@ -332,11 +360,11 @@ impl ServeArgs {
                 }
                 None => Engine::new(releases, store.clone(), secret).await?,
             };
-            let signer = engine.provenance_key().clone();
             let server = RimthanServer::new(Arc::new(engine), profile);
             if let Some(days) = self.retain_days {
-                retain(store, signer, days, server.metrics().clone());
+                retain(server.engine().clone(), days, server.metrics().clone());
             }
+            seal_periodically(server.engine().clone(), server.metrics().clone());
             if let Some(auth) = &auth {
                 auth.verifier.start();
                 reload_credentials_on_hangup(auth.verifier.clone());

@@ -148,6 +148,13 @@ impl Engine {
         self.checks_run.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Seals the audit chains changed since the last seal with the provenance key
+    /// (`docs/engine.md` §7.6): the seal's number, or `None` when nothing changed.
+    pub async fn seal(&self) -> Result<Option<u64>, EngineError> {
+        let at = crate::model::session::now_rfc3339();
+        Ok(self.store.seal(&self.provenance, &at).await?)
+    }
+
     /// Where the provenance key is held (`/readyz` and every statement say it).
     pub fn key_custody(&self) -> KeyCustody {
         self.custody

@@ -4,6 +4,7 @@
 use crate::{
     model::chain::{AuditVerification, BreakKind, ChainBreak, verify_chain},
     model::provenance::PublicKeys,
+    model::seal::{Sealed, chain_gone, check_sealed, replay},
     model::session::SessionId,
     store::{Store, StoreError},
 };
@@ -34,7 +35,11 @@ pub async fn verify_audit_trusting(
                 .into(),
         });
     }
-    walk(store, None, keys, &mut report).await?;
+    let (sealed, seal_breaks) = replay(&store.seals().await?, keys);
+    report.seals = sealed.seals;
+    report.last_seal = sealed.last_at.clone();
+    report.breaks.extend(seal_breaks);
+    walk(store, None, keys, Some(&sealed), &mut report).await?;
     Ok(report)
 }
 
@@ -45,22 +50,42 @@ pub async fn verify_session_chain(
 ) -> Result<AuditVerification, StoreError> {
     let mut report = AuditVerification::default();
     let keys = PublicKeys::from_files(&store.provenance_keys().await?);
-    walk(store, Some(session.as_str()), &keys, &mut report).await?;
+    walk(store, Some(session.as_str()), &keys, None, &mut report).await?;
     Ok(report)
 }
 
 /// Walks every chain (or the one named) into `report`.
+/// With `sealed`, each chain is also held to what its last seal recorded, and every sealed
+/// chain the store no longer has is named.
 async fn walk(
     store: &dyn Store,
     chain: Option<&str>,
     keys: &PublicKeys,
+    sealed: Option<&Sealed>,
     report: &mut AuditVerification,
 ) -> Result<(), StoreError> {
+    let mut unseen: std::collections::BTreeMap<&str, (u64, u64)> = sealed
+        .map(|s| {
+            s.heads
+                .iter()
+                .map(|(chain, (length, _, seq))| (chain.as_str(), (*length, *seq)))
+                .collect()
+        })
+        .unwrap_or_default();
     for head in store.audit_chains(chain).await? {
         let rows = store.chain_entries(&head.chain).await?;
         report.chains += 1;
         report.entries += rows.len() as u64;
         report.breaks.extend(verify_chain(&head, &rows, keys));
+        unseen.remove(head.chain.as_str());
+        if let Some((length, digest, seq)) = sealed.and_then(|s| s.heads.get(&head.chain)) {
+            report
+                .breaks
+                .extend(check_sealed(&head, &rows, (*length, digest, *seq)));
+        }
     }
+    report
+        .breaks
+        .extend(unseen.into_iter().map(|(chain, at)| chain_gone(chain, at)));
     Ok(())
 }

@@ -211,6 +211,11 @@ pub struct AuditVerification {
     pub entries: u64,
     /// Every break, chain by chain.
     pub breaks: Vec<ChainBreak>,
+    /// Seals over the chains' heads read (`model/seal.rs`).
+    pub seals: u64,
+    /// When the last seal was made: a deletion after it is named only where a chain shows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_seal: Option<String>,
 }
 
 impl AuditVerification {

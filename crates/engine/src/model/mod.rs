@@ -1,5 +1,5 @@
 //! Plain data, the ground floor (`docs/engine.md` §10): sessions and their ids, sign-off,
-//! check records, audit entries, the audit chain's digests and its pure verification, the
+//! check records, audit entries, the audit chain's digests and its pure verification, the seals over its heads, the
 //! provenance shapes and keys, checkpoints, codes, bounds, requests and payload shapes. Nothing
 //! here reads a store or judges a call; it imports only the registry and itself.
 
@@ -13,4 +13,5 @@ pub(crate) mod codes;
 pub(crate) mod payload;
 pub(crate) mod provenance;
 pub(crate) mod request;
+pub(crate) mod seal;
 pub(crate) mod session;

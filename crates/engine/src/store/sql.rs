@@ -19,6 +19,7 @@ use super::{
     commit::{Apply, Committer, SessionRow, Took, Write},
     decode_session,
     listing::{self, SummaryRow},
+    seals,
     stats::{self, FailureRow, SessionCountRow, StepRow, WorkflowRow},
     writes::{self, Statements},
 };
@@ -357,6 +358,15 @@ where
     async fn prune(&self, before: &str, key: &ProvenanceKey) -> Result<Pruned, StoreError> {
         let writer = self.writer()?;
         writes::prune(&writer.pool, before, &writer.cache, key).await
+    }
+
+    async fn seal(&self, key: &ProvenanceKey, at: &str) -> Result<Option<u64>, StoreError> {
+        let writer = self.writer()?;
+        seals::seal(&writer.pool, key, at).await
+    }
+
+    async fn seals(&self) -> Result<Vec<crate::model::seal::Seal>, StoreError> {
+        seals::all(&self.pool).await
     }
 
     async fn audit_chains(&self, chain: Option<&str>) -> Result<Vec<ChainHead>, StoreError> {
