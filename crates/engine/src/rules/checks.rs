@@ -34,9 +34,12 @@ pub(crate) struct Checked {
 /// judges the preparation again; a check is deterministic, so it does not run again.
 #[derive(Default)]
 pub(crate) struct Verdicts {
-    known: BTreeMap<(String, BTreeMap<String, String>), Result<Vec<Finding>, CheckError>>,
+    known: BTreeMap<VerdictKey, Result<Vec<Finding>, CheckError>>,
     runs: u64,
 }
+
+/// What determines a check's outcome: its digest, and each input's path and digest.
+type VerdictKey = (String, BTreeMap<String, String>);
 
 impl Verdicts {
     /// How many checks actually ran.
