@@ -70,6 +70,12 @@ async fn postgres_backend() -> Option<(Arc<dyn Store>, Raw)> {
     Some((Arc::new(store), Raw::Postgres(raw)))
 }
 
+/// The public key of a key this server never had.
+fn stranger_keys() -> PublicKeys {
+    let key = rimthan_engine::provenance::ProvenanceKey::from_seed(&[7; 32]).unwrap();
+    PublicKeys::from_files(&[key.public_key_file()])
+}
+
 /// A session driven to completion.
 async fn completed(engine: &Engine) -> ActivePayload {
     let start = start_request("claude-code");
@@ -189,12 +195,7 @@ async fn each_deletion_after_a_seal_is_named(store: Arc<dyn Store>, raw: Raw) {
     let report = verify_audit(&*store).await.unwrap();
     assert!(report.verified(), "{:?}", report.breaks);
     assert_eq!(report.seals, 2);
-    let stranger =
-        PublicKeys::from_files(&[
-            rimthan_engine::provenance::ProvenanceKey::from_seed(&[7; 32])
-                .unwrap()
-                .public_key_file(),
-        ]);
+    let stranger = stranger_keys();
     let untrusted = rimthan_engine::chain::verify_audit_trusting(&*store, &stranger)
         .await
         .unwrap();
@@ -314,12 +315,7 @@ async fn the_completing_answer_carries_a_verifiable_statement(store: Arc<dyn Sto
     );
     assert_eq!(again.provenance, done.provenance);
 
-    let stranger =
-        PublicKeys::from_files(&[
-            rimthan_engine::provenance::ProvenanceKey::from_seed(&[7; 32])
-                .unwrap()
-                .public_key_file(),
-        ]);
+    let stranger = stranger_keys();
     assert_eq!(
         verify_envelope(&bytes, &stranger),
         Err(EnvelopeFailure::UnknownKeyId)

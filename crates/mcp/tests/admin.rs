@@ -74,15 +74,7 @@ async fn only_facilitators_open_the_view_and_each_sees_their_organization() {
     let dir = tempfile::tempdir().unwrap();
     let file = token_file(dir.path());
     let served = http_server_with(server(Profile::WorkflowEngine).await, |config| {
-        let auth = Arc::new(Auth {
-            verifier: Verifier::tokens_from_file(&file).unwrap(),
-            resource: format!("http://{}/mcp", config.listen),
-            authorization_servers: vec![],
-            scope: "rimthan:workflow".into(),
-            throttle: Default::default(),
-        });
-        config.admin = Some(Access::Facilitators(auth.clone()));
-        config.auth = Some(auth);
+        facilitators_from(&file, config);
     })
     .await;
     let transport = StreamableHttpClientTransportConfig::with_uri(served.url.clone())
@@ -308,15 +300,7 @@ async fn refused_sign_ins_past_the_allowance_get_429_with_retry_after() {
     let dir = tempfile::tempdir().unwrap();
     let file = token_file(dir.path());
     let served = http_server_with(server(Profile::WorkflowEngine).await, |config| {
-        let auth = Arc::new(Auth {
-            verifier: Verifier::tokens_from_file(&file).unwrap(),
-            resource: format!("http://{}/mcp", config.listen),
-            authorization_servers: vec![],
-            scope: "rimthan:workflow".into(),
-            throttle: Default::default(),
-        });
-        config.admin = Some(Access::Facilitators(auth.clone()));
-        config.auth = Some(auth);
+        facilitators_from(&file, config);
     })
     .await;
     let addr = served.addr;

@@ -7,11 +7,7 @@
 
 use std::{path::Path, sync::Arc};
 
-use rimthan_mcp::{
-    Profile,
-    admin::Access,
-    auth::{Auth, Verifier},
-};
+use rimthan_mcp::{Profile, admin::Access};
 use rimthan_registry::Sha256Digest;
 use rmcp::{
     ServiceExt,
@@ -198,15 +194,7 @@ async fn waiting_on(authenticated: bool) -> Waiting {
             config.admin = Some(Access::Loopback);
             return;
         }
-        let auth = Arc::new(Auth {
-            verifier: Verifier::tokens_from_file(&file).unwrap(),
-            resource: format!("http://{}/mcp", config.listen),
-            authorization_servers: vec![],
-            scope: "rimthan:workflow".into(),
-            throttle: Default::default(),
-        });
-        config.admin = Some(Access::Facilitators(auth.clone()));
-        config.auth = Some(auth);
+        facilitators_from(&file, config);
     })
     .await;
     let mut transport = StreamableHttpClientTransportConfig::with_uri(served.url.clone());

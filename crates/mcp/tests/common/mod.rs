@@ -110,6 +110,20 @@ pub async fn http_server_with(
     }
 }
 
+/// Sets `config` to authenticate `/mcp` and `/admin` with the tokens of `file`, facilitators
+/// opening the view by theirs.
+pub fn facilitators_from(file: &std::path::Path, config: &mut HttpConfig) {
+    let auth = std::sync::Arc::new(rimthan_mcp::auth::Auth {
+        verifier: rimthan_mcp::auth::Verifier::tokens_from_file(file).unwrap(),
+        resource: format!("http://{}/mcp", config.listen),
+        authorization_servers: vec![],
+        scope: "rimthan:workflow".into(),
+        throttle: Default::default(),
+    });
+    config.admin = Some(rimthan_mcp::admin::Access::Facilitators(auth.clone()));
+    config.auth = Some(auth);
+}
+
 /// A 2025-11-25 client over HTTP (initialize, `Mcp-Session-Id`).
 pub async fn legacy_http_client(url: &str) -> Client {
     ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
