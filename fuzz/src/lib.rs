@@ -113,8 +113,8 @@ pub fn tool_arguments(data: &[u8]) {
     }
 }
 
-/// `json_artifact`: any JSON attested as the content of the work step's JSON output gets a
-/// plan or `schema_validation_failed`, and the same failure twice.
+/// `json_artifact`: any JSON written as the work step's JSON output (its text, and the content
+/// parsed from it) gets a plan or `schema_validation_failed`, and the same failure twice.
 pub fn json_artifact(data: &[u8]) {
     let Ok(content) = serde_json::from_slice::<Value>(data) else {
         return;
@@ -126,6 +126,11 @@ pub fn json_artifact(data: &[u8]) {
         .as_mut()
         .and_then(|o| o.artifacts.iter_mut().find(|a| a.content.is_some()))
         .expect("the first work step has a JSON output");
+    // The schema judges the attested text; the content beside it repeats it.
+    let text = serde_json::to_string(&content).expect("values serialize");
+    artifact.bytes = text.len() as u64;
+    artifact.sha256 = rimthan_registry::Sha256Digest::of(text.as_bytes()).to_string();
+    artifact.text = artifact.text.is_some().then_some(text);
     artifact.content = Some(content);
     let first = f
         .runtime

@@ -50,19 +50,22 @@ pub(crate) fn csv(input: &str, text: &str, budget: &Budget<'_>) -> Result<Dynami
         let line = record.position().map_or(0, csv::Position::line);
         let values_cost: usize = record.iter().map(|v| budget::string(v.len())).sum();
         let width = record.len();
+        // Each value is one string, shared by `values` and `fields`.
         budget.spend(
-            2 * values_cost
+            values_cost
+                + 16 * width
                 + keys_cost
                 + budget::array(width)
                 + budget::map(width)
                 + budget::map(3)
                 + 16,
         )?;
-        let values: Array = record.iter().map(|v| Dynamic::from(v.to_owned())).collect();
+        let shared: Vec<ImmutableString> = record.iter().map(ImmutableString::from).collect();
+        let values: Array = shared.iter().cloned().map(Dynamic::from).collect();
         let fields: Map = header
             .iter()
-            .zip(record.iter())
-            .map(|(name, value)| (name.as_str().into(), Dynamic::from(value.to_owned())))
+            .zip(shared)
+            .map(|(name, value)| (name.as_str().into(), Dynamic::from(value)))
             .collect();
         let mut row = Map::new();
         row.insert(

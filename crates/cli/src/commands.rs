@@ -50,7 +50,8 @@ impl Cli {
     }
 }
 
-/// Exit code for an error: 1 when the input was rejected, 3 when the machine failed.
+/// Exit code for an error: 1 when the input was rejected, 2 when `registry check` was not given a
+/// file a check reads, 3 when the machine failed, 4 when a step waits for sign-off.
 pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
     match err.downcast_ref::<RegistryError>() {
         Some(e) if e.is_input_error() => 1,
@@ -58,6 +59,8 @@ pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
         None if err.downcast_ref::<AwaitingSignOff>().is_some() => 4,
         None if err.downcast_ref::<InputError>().is_some() => 1,
         None if err.downcast_ref::<registry::ChecksFailed>().is_some() => 1,
+        // Nothing was checked: a CI job given too few files must not pass.
+        None if err.downcast_ref::<registry::InputMissing>().is_some() => 2,
         None if err.downcast_ref::<evidence::NotVerified>().is_some() => 1,
         // The server refused the harness: the run's input (or the server's verdict) is at fault.
         None => match err.downcast_ref::<rimthan_stage::StageError>() {

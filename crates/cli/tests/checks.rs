@@ -80,15 +80,13 @@ fn a_checked_workflow_stages_on_both_pinned_harnesses_and_the_text_mismatch_faul
     );
 }
 
-fn check(source: &Path, files: &[&Path], json: bool) -> Output {
+fn check(source: &Path, files: &[&Path], format: &str) -> Output {
     let mut cmd = Command::new(BIN);
     cmd.args(["registry", "check"])
         .arg(source)
         .args(["--workflow", "data-fix", "--step", "write-fix"])
-        .args(files);
-    if json {
-        cmd.arg("--json");
-    }
+        .args(files)
+        .args(["--format", format]);
     cmd.output().unwrap()
 }
 
@@ -107,7 +105,7 @@ fn registry_check_prints_each_finding_at_its_path_and_line_and_fails_like_the_se
     .unwrap();
     std::fs::write(&up, "ALTER TABLE orders RENAME COLUMN a TO b;\n").unwrap();
 
-    let out = check(&source, &[&notes, &up], false);
+    let out = check(&source, &[&notes, &up], "text");
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(
@@ -127,13 +125,45 @@ fn registry_check_prints_each_finding_at_its_path_and_line_and_fails_like_the_se
         "{stdout}"
     );
 
-    let out = check(&source, &[&notes], true);
+    let out = check(&source, &[&notes, &up], "json");
     assert_eq!(out.status.code(), Some(1));
     let results: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(results[0]["verdict"], "fail");
     assert_eq!(results[0]["findings"][0]["line"], 6);
-    assert_eq!(results[1]["verdict"], "skipped");
-    assert_eq!(results[1]["missing"][0], "fix/up.sql");
+
+    // SARIF for code-scanning views: each finding at the file as given and its line.
+    let out = check(&source, &[&notes, &up], "sarif");
+    assert_eq!(out.status.code(), Some(1));
+    let log: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(log["version"], "2.1.0");
+    let results = log["runs"][0]["results"].as_array().unwrap();
+    let owner = results
+        .iter()
+        .find(|r| r["ruleId"] == "notes-name-rollback/rollback-owner")
+        .expect("the rollback-owner finding");
+    assert_eq!(owner["level"], "error");
+    let location = &owner["locations"][0]["physicalLocation"];
+    assert_eq!(
+        location["artifactLocation"]["uri"],
+        notes.display().to_string()
+    );
+    assert_eq!(location["region"]["startLine"], 6);
+    assert!(
+        log["runs"][0]["tool"]["driver"]["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["id"] == "notes-name-rollback/rollback-owner")
+    );
+
+    // A file a check reads was not given: nothing is checked, and the run does not pass.
+    let out = check(&source, &[&notes], "text");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    let said = text(&out.stderr);
+    assert!(
+        said.contains("check_input_missing") && said.contains("fix/up.sql"),
+        "{said}"
+    );
 
     std::fs::write(
         &notes,
@@ -145,7 +175,7 @@ fn registry_check_prints_each_finding_at_its_path_and_line_and_fails_like_the_se
         "SET statement_timeout = '5s';\nUPDATE orders SET b = 1 WHERE b IS NULL;\n",
     )
     .unwrap();
-    let out = check(&source, &[&notes, &up], false);
+    let out = check(&source, &[&notes, &up], "text");
     assert!(
         out.status.success(),
         "{}{}",
@@ -156,7 +186,7 @@ fn registry_check_prints_each_finding_at_its_path_and_line_and_fails_like_the_se
 
     let stray = dir.path().join("elsewhere.md");
     std::fs::write(&stray, "# x\n").unwrap();
-    let out = check(&source, &[&stray], false);
+    let out = check(&source, &[&stray], "text");
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("none of the step's outputs or inputs"),

@@ -415,3 +415,63 @@ async fn a_json_outputs_schema_judges_the_attested_text_not_a_different_content(
     let other = prepare(attest_plan(Some(PLAN), Some(PLAN))).await;
     assert_eq!(codes_of(&other), ["output_text_mismatch"]);
 }
+
+/// A check declared `enforcement: warn` is being rolled out: it still runs and its findings
+/// are shown, as warnings, and the step passes; the same output fails the enforced check.
+#[tokio::test]
+async fn a_check_rolled_out_as_warn_reports_its_errors_as_warnings_and_blocks_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("checked");
+    rimthan_testkit::fs::copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/checked"),
+        &source,
+    );
+    let step = source.join("workflows/release-note/1.0.0/steps/write-note.md");
+    let text = std::fs::read_to_string(&step).unwrap();
+    let rolled_out = text.replacen(
+        "    reads: [note, change-plan]\n",
+        "    reads: [note, change-plan]\n    enforcement: warn\n",
+        1,
+    );
+    assert_ne!(text, rolled_out);
+    std::fs::write(&step, rolled_out).unwrap();
+    let engine = Engine::new(releases_built_from(&source), sqlite_memory().await, None)
+        .await
+        .unwrap();
+    let start = start();
+    let setup = active(engine.start(start.clone(), None).await.unwrap());
+    let drafting = pass_step(&engine, &setup, &start).await;
+    let files = BTreeMap::from([("plan/plan.json", PLAN)]);
+    let plan = ready(
+        engine
+            .prepare(prepare_with(&drafting, attest(&drafting, &files)), None)
+            .await
+            .unwrap(),
+    );
+    let writing = step_active(
+        engine
+            .submit(submit(&drafting, &plan, Verdict::Pass), None)
+            .await
+            .unwrap(),
+    );
+    let at = AtNote {
+        engine,
+        payload: writing,
+    };
+    let plan = at.plan(NOTE_NO_OWNER, SQL_OK).await;
+    let note = &plan.checks[0].record;
+    assert_eq!(note.id, "note-names-risks");
+    assert_eq!(note.verdict, CheckVerdict::Pass);
+    assert_eq!(note.findings[0].rule, "risk-owner");
+    assert_eq!(
+        serde_json::to_value(note.findings[0].severity).unwrap(),
+        "warning"
+    );
+    let next = step_active(
+        at.engine
+            .submit(submit(&at.payload, &plan, Verdict::Pass), None)
+            .await
+            .unwrap(),
+    );
+    assert_ne!(next.status, Status::Revise, "a warning blocks nothing");
+}

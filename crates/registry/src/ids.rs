@@ -317,6 +317,35 @@ vocabulary!(
 );
 
 vocabulary!(
+    /// What a deterministic check's `error` findings do (`docs/checks.md` §Rollout): `block`
+    /// sends the step to `revise`; `warn` reports them as warnings only, so a new check can ship
+    /// and be watched before it is enforced.
+    Enforcement {
+        /// Errors send the step to revise (the default).
+        Block = "block",
+        /// Errors are reported as warnings and block nothing.
+        Warn = "warn",
+    }
+);
+
+#[expect(
+    clippy::derivable_impls,
+    reason = "the vocabulary macro's derives are fixed; Default is this one's alone"
+)]
+impl Default for Enforcement {
+    fn default() -> Self {
+        Self::Block
+    }
+}
+
+impl Enforcement {
+    /// Whether this is the default, which documents leave out.
+    pub fn is_block(&self) -> bool {
+        *self == Self::Block
+    }
+}
+
+vocabulary!(
     /// A host harness the shipped workflow names (the seed's four).
     Harness {
         /// OpenAI Codex.

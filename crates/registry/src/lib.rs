@@ -59,8 +59,8 @@ pub use embedded::{
 pub use error::RegistryError;
 pub use files::{MAX_FILE_BYTES, RegistryFiles};
 pub use ids::{
-    ArtifactId, AssetId, AssetKind, ChannelName, CheckId, CheckKind, DeliveryMode, Harness,
-    HostCapability, IdError, ReleaseId, RoleName, SETUP_STEP, SchemaId, StepId, StepKind,
+    ArtifactId, AssetId, AssetKind, ChannelName, CheckId, CheckKind, DeliveryMode, Enforcement,
+    Harness, HostCapability, IdError, ReleaseId, RoleName, SETUP_STEP, SchemaId, StepId, StepKind,
     ValidatorCapability, ValidatorExecution, ValidatorId, ValidatorIsolation, Version, WorkflowId,
     WritePolicy,
 };

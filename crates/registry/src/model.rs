@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::{
     digest::Sha256Digest,
     ids::{
-        ArtifactId, AssetId, AssetKind, CheckId, CheckKind, DeliveryMode, Harness, HostCapability,
-        ReleaseId, SchemaId, StepId, StepKind, ValidatorCapability, ValidatorExecution,
-        ValidatorId, ValidatorIsolation, Version, WorkflowId,
+        ArtifactId, AssetId, AssetKind, CheckId, CheckKind, DeliveryMode, Enforcement, Harness,
+        HostCapability, ReleaseId, SchemaId, StepId, StepKind, ValidatorCapability,
+        ValidatorExecution, ValidatorId, ValidatorIsolation, Version, WorkflowId,
     },
 };
 
@@ -301,6 +301,25 @@ pub struct CheckDoc {
     /// squawk rule name → severity (`sql-lint` checks only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rules: Option<BTreeMap<String, rimthan_checks::Severity>>,
+    /// What its `error` findings do; `block` (the default) is left out, so documents written
+    /// before the field existed keep their bytes.
+    #[serde(default, skip_serializing_if = "Enforcement::is_block")]
+    pub enforcement: Enforcement,
+}
+
+impl CheckDoc {
+    /// `findings` as this check enforces them: under `warn` every error is a warning.
+    pub fn enforce(
+        &self,
+        mut findings: Vec<rimthan_checks::Finding>,
+    ) -> Vec<rimthan_checks::Finding> {
+        if self.enforcement == Enforcement::Warn {
+            for finding in &mut findings {
+                finding.severity = rimthan_checks::Severity::Warning;
+            }
+        }
+        findings
+    }
 }
 
 /// A semantic validator document.

@@ -3,7 +3,7 @@
 mod check;
 mod diff;
 
-pub(crate) use check::ChecksFailed;
+pub(crate) use check::{ChecksFailed, InputMissing};
 
 use std::{
     fs,

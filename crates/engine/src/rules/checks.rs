@@ -101,7 +101,7 @@ pub(crate) fn run_checks(
                 outcome
             }
         };
-        match outcome {
+        match outcome.map(|findings| doc.enforce(findings)) {
             Ok(findings) => {
                 let failed = findings.iter().any(|f| f.severity == Severity::Error);
                 records.push(CheckRecord {

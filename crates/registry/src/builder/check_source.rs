@@ -25,7 +25,7 @@ use super::{
 };
 use crate::{
     error::RegistryError,
-    ids::{ArtifactId, CheckId, CheckKind},
+    ids::{ArtifactId, CheckId, CheckKind, Enforcement},
     model::{CheckDoc, MEDIA_JSON, StepDoc},
     verify::compile_check,
 };
@@ -48,6 +48,9 @@ pub(super) struct CheckSource {
     /// Case folder under `counter-examples/<check id>/` → the rule it must fail.
     #[serde(default)]
     counter_examples: BTreeMap<String, String>,
+    /// `warn` to report its errors as warnings only (a check being rolled out).
+    #[serde(default)]
+    enforcement: Enforcement,
 }
 
 /// A step's declared checks with the file they were declared in.
@@ -147,6 +150,7 @@ pub(super) fn documents(
                 kind: check.kind,
                 script,
                 rules: check.rules.clone(),
+                enforcement: check.enforcement,
             });
         }
     }

@@ -8,7 +8,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use rimthan_checks::{Finding, Input, Severity};
 use rimthan_mcp::report::printable;
 use rimthan_registry::{
@@ -39,21 +39,46 @@ pub(crate) struct CheckArgs {
     /// (`out/notes/report.md` is the output `notes/report.md`).
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// Print the results as JSON.
-    #[arg(long)]
+    /// How to print the results: text, json, or sarif (SARIF 2.1.0, for code-scanning views).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// The same as --format json.
+    #[arg(long, conflicts_with = "format")]
     json: bool,
 }
 
-/// One check's result on the files, as `--json` prints it.
+/// How `registry check` prints its results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// `path:line: rule: message` per finding, then `check ID: pass|fail`.
+    Text,
+    /// `[{id, verdict, findings}]`.
+    Json,
+    /// One SARIF 2.1.0 log, a result per finding, located in the files as given.
+    Sarif,
+}
+
+/// One check's result on the files, as `--format json` prints it.
 #[derive(Debug, Serialize)]
 struct CheckResult<'a> {
     id: &'a str,
-    /// `pass`, `fail`, or `skipped` when a file it reads was not given.
+    /// `pass` or `fail`.
     verdict: &'static str,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    missing: Vec<String>,
     findings: Vec<Finding>,
 }
+
+/// A check reads a file that was not given: nothing ran (`check_input_missing`, exit 2), so a
+/// CI job given too few files cannot pass by checking nothing.
+#[derive(Debug)]
+pub(crate) struct InputMissing(String);
+
+impl std::fmt::Display for InputMissing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "check_input_missing: {}", self.0)
+    }
+}
+
+impl std::error::Error for InputMissing {}
 
 /// A run with an `error` finding; the findings were printed.
 #[derive(Debug)]
@@ -88,31 +113,38 @@ pub(crate) fn check(args: CheckArgs) -> anyhow::Result<()> {
         .into());
     }
     let texts = read_files(release, step, &args.files)?;
+    let format = if args.json { Format::Json } else { args.format };
 
-    let mut results = Vec::new();
+    let mut missing = Vec::new();
     for check in step.checks() {
         let doc = check.doc();
-        let missing: Vec<String> = doc
+        for path in doc
             .reads
             .iter()
             .filter_map(|a| declared_path(release, step, a.as_str()))
             .filter(|p| !texts.contains_key(p))
-            .collect();
-        if !missing.is_empty() {
-            results.push(CheckResult {
-                id: doc.id.as_str(),
-                verdict: "skipped",
-                missing,
-                findings: Vec::new(),
-            });
-            continue;
+        {
+            missing.push(format!("check {} reads {path}", doc.id));
         }
+    }
+    if !missing.is_empty() {
+        return Err(InputMissing(format!(
+            "{}, which was not given; give every file the step's checks read (a file whose path \
+             ends with the declared one)",
+            missing.join("; ")
+        ))
+        .into());
+    }
+
+    let mut results = Vec::new();
+    for check in step.checks() {
+        let doc = check.doc();
         let inputs: Vec<Input<'_>> = doc
             .reads
             .iter()
             .filter_map(|a| declared_path(release, step, a.as_str()))
             .map(|p| {
-                let (path, bytes) = texts.get_key_value(&p).expect("present");
+                let (path, (_, bytes)) = texts.get_key_value(&p).expect("none is missing");
                 Input::new(path, bytes)
             })
             .collect();
@@ -123,22 +155,34 @@ pub(crate) fn check(args: CheckArgs) -> anyhow::Result<()> {
                 e.code()
             ))
         })?;
+        // As the server enforces it: a check being rolled out warns only.
+        let findings = doc.enforce(findings);
         let failed = findings.iter().any(|f| f.severity == Severity::Error);
         results.push(CheckResult {
             id: doc.id.as_str(),
             verdict: if failed { "fail" } else { "pass" },
-            missing: Vec::new(),
             findings,
         });
     }
 
     let out = &mut std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut *out, &results)?;
-        writeln!(out)?;
-    } else {
-        for result in &results {
-            print_result(result, out)?;
+    match format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, &results)?;
+            writeln!(out)?;
+        }
+        Format::Sarif => {
+            let given: BTreeMap<&str, &Path> = texts
+                .iter()
+                .map(|(declared, (file, _))| (declared.as_str(), file.as_path()))
+                .collect();
+            serde_json::to_writer_pretty(&mut *out, &sarif(&results, &given))?;
+            writeln!(out)?;
+        }
+        Format::Text => {
+            for result in &results {
+                print_result(result, out)?;
+            }
         }
     }
     out.flush()?;
@@ -146,6 +190,47 @@ pub(crate) fn check(args: CheckArgs) -> anyhow::Result<()> {
         0 => Ok(()),
         failed => Err(ChecksFailed(failed).into()),
     }
+}
+
+/// The results as one SARIF 2.1.0 log: a rule per check and rule id (`check/rule`), a result
+/// per finding at the file as given and its line.
+fn sarif(results: &[CheckResult<'_>], given: &BTreeMap<&str, &Path>) -> serde_json::Value {
+    let mut rules = std::collections::BTreeSet::new();
+    let mut found = Vec::new();
+    for result in results {
+        for f in &result.findings {
+            let rule = format!("{}/{}", result.id, f.rule);
+            rules.insert(rule.clone());
+            let mut located = serde_json::json!({
+                "ruleId": rule,
+                "level": if f.severity == Severity::Error { "error" } else { "warning" },
+                "message": {"text": f.message},
+            });
+            if let Some(path) = &f.path {
+                let uri = given
+                    .get(path.as_str())
+                    .map_or_else(|| path.clone(), |file| file.display().to_string());
+                let mut physical = serde_json::json!({"artifactLocation": {"uri": uri}});
+                if let Some(line) = f.line {
+                    physical["region"] = serde_json::json!({"startLine": line});
+                }
+                located["locations"] = serde_json::json!([{"physicalLocation": physical}]);
+            }
+            found.push(located);
+        }
+    }
+    serde_json::json!({
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "rimthan",
+                "version": env!("CARGO_PKG_VERSION"),
+                "rules": rules.iter().map(|id| serde_json::json!({"id": id})).collect::<Vec<_>>(),
+            }},
+            "results": found,
+        }],
+    })
 }
 
 fn find_step<'r>(release: &'r VerifiedRelease, args: &CheckArgs) -> anyhow::Result<&'r Step> {
@@ -197,12 +282,13 @@ fn declared_path(release: &VerifiedRelease, step: &Step, artifact: &str) -> Opti
         .map(|o| o.path.clone())
 }
 
-/// Each file by the declared path it ends with, read whole up to that output's `max_bytes`.
+/// Each file, as given and read whole up to that output's `max_bytes`, by the declared path it
+/// ends with.
 fn read_files(
     release: &VerifiedRelease,
     step: &Step,
     files: &[PathBuf],
-) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
+) -> anyhow::Result<BTreeMap<String, (PathBuf, Vec<u8>)>> {
     let doc = step.doc();
     let workflow = release
         .workflow(&doc.workflow, &doc.workflow_version)
@@ -233,7 +319,10 @@ fn read_files(
             .into());
         };
         let bytes = rimthan_registry::read_regular_file(file, *max_bytes)?;
-        if texts.insert((*path).to_owned(), bytes).is_some() {
+        if texts
+            .insert((*path).to_owned(), (file.clone(), bytes))
+            .is_some()
+        {
             return Err(InputError(format!("two files are given for {path}")).into());
         }
     }
@@ -245,34 +334,24 @@ fn ends_with(file: &Path, declared: &Path) -> bool {
 }
 
 fn print_result(result: &CheckResult<'_>, out: &mut impl std::io::Write) -> std::io::Result<()> {
-    match result.verdict {
-        "skipped" => writeln!(
+    for f in &result.findings {
+        // A finding quotes the text it judged, which an agent wrote.
+        let at = match (&f.path, f.line) {
+            (Some(p), Some(l)) => format!("{}:{l}: ", printable(p)),
+            (Some(p), None) => format!("{}: ", printable(p)),
+            _ => String::new(),
+        };
+        let warning = if f.severity == Severity::Warning {
+            " (warning)"
+        } else {
+            ""
+        };
+        writeln!(
             out,
-            "check {}: skipped, it reads {} (not given)",
-            result.id,
-            result.missing.join(", ")
-        ),
-        verdict => {
-            for f in &result.findings {
-                // A finding quotes the text it judged, which an agent wrote.
-                let at = match (&f.path, f.line) {
-                    (Some(p), Some(l)) => format!("{}:{l}: ", printable(p)),
-                    (Some(p), None) => format!("{}: ", printable(p)),
-                    _ => String::new(),
-                };
-                let warning = if f.severity == Severity::Warning {
-                    " (warning)"
-                } else {
-                    ""
-                };
-                writeln!(
-                    out,
-                    "{at}{}: {}{warning}",
-                    printable(&f.rule),
-                    printable(&f.message)
-                )?;
-            }
-            writeln!(out, "check {}: {verdict}", result.id)
-        }
+            "{at}{}: {}{warning}",
+            printable(&f.rule),
+            printable(&f.message)
+        )?;
     }
+    writeln!(out, "check {}: {}", result.id, result.verdict)
 }
