@@ -47,14 +47,15 @@ pub(crate) struct CheckArgs {
     json: bool,
 }
 
-/// How `registry check` prints its results.
+/// How `registry check` prints its results. Its values are described on `--format`: doc
+/// comments on them would turn `--help` into clap's long form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Format {
-    /// `path:line: rule: message` per finding, then `check ID: pass|fail`.
+    // `path:line: rule: message` per finding, then `check ID: pass|fail`.
     Text,
-    /// `[{id, verdict, findings}]`.
+    // `[{id, verdict, findings}]`.
     Json,
-    /// One SARIF 2.1.0 log, a result per finding, located in the files as given.
+    // One SARIF 2.1.0 log, a result per finding, located in the files as given.
     Sarif,
 }
 
