@@ -109,7 +109,15 @@ async fn at_write_note() -> AtNote {
 
 /// The same, on a given store.
 pub(crate) async fn at_write_note_on(store: Arc<dyn rimthan_engine::Store>) -> AtNote {
-    let engine = Engine::new(releases(), store, None).await.unwrap();
+    at_write_note_of(releases(), store).await
+}
+
+/// The same, of a given registry, on a given store.
+async fn at_write_note_of(
+    releases: Arc<Releases>,
+    store: Arc<dyn rimthan_engine::Store>,
+) -> AtNote {
+    let engine = Engine::new(releases, store, None).await.unwrap();
     let start = start();
     let setup = active(engine.start(start.clone(), None).await.unwrap());
     let drafting = pass_step(&engine, &setup, &start).await;
@@ -435,29 +443,7 @@ async fn a_check_rolled_out_as_warn_reports_its_errors_as_warnings_and_blocks_no
     );
     assert_ne!(text, rolled_out);
     std::fs::write(&step, rolled_out).unwrap();
-    let engine = Engine::new(releases_built_from(&source), sqlite_memory().await, None)
-        .await
-        .unwrap();
-    let start = start();
-    let setup = active(engine.start(start.clone(), None).await.unwrap());
-    let drafting = pass_step(&engine, &setup, &start).await;
-    let files = BTreeMap::from([("plan/plan.json", PLAN)]);
-    let plan = ready(
-        engine
-            .prepare(prepare_with(&drafting, attest(&drafting, &files)), None)
-            .await
-            .unwrap(),
-    );
-    let writing = step_active(
-        engine
-            .submit(submit(&drafting, &plan, Verdict::Pass), None)
-            .await
-            .unwrap(),
-    );
-    let at = AtNote {
-        engine,
-        payload: writing,
-    };
+    let at = at_write_note_of(releases_built_from(&source), sqlite_memory().await).await;
     let plan = at.plan(NOTE_NO_OWNER, SQL_OK).await;
     let note = &plan.checks[0].record;
     assert_eq!(note.id, "note-names-risks");
