@@ -139,6 +139,8 @@ struct Builder {
     schemas: BTreeMap<SchemaRef, PathBuf>,
     used_validators: BTreeSet<ValidatorRef>,
     used_schemas: BTreeSet<SchemaRef>,
+    /// What the checks' proofs found worth an author's look.
+    check_warnings: Vec<BuildWarning>,
 }
 
 /// Builds, signs and verifies a release from `source`.
@@ -156,6 +158,7 @@ pub fn build_release(
         schemas: BTreeMap::new(),
         used_validators: BTreeSet::new(),
         used_schemas: BTreeSet::new(),
+        check_warnings: Vec::new(),
     };
     if pairs(&source.join("workflows"))?.is_empty() {
         return Err(source_error(
@@ -178,7 +181,8 @@ pub fn build_release(
         );
     }
     b.check_unused_validators()?;
-    let warnings = b.unused_schemas();
+    let mut warnings = b.unused_schemas();
+    warnings.append(&mut b.check_warnings);
     let mut built = b.finish(key)?;
     built.warnings = warnings;
     Ok(built)
@@ -508,7 +512,13 @@ impl Builder {
                 .collect();
             let check_docs = check_source::documents(&root, &docs, &declared)?;
             let json_examples = self.json_examples(&docs, &check_docs)?;
-            check_source::prove(&root, &docs, &declared, &check_docs, &json_examples)?;
+            self.check_warnings.extend(check_source::prove(
+                &root,
+                &docs,
+                &declared,
+                &check_docs,
+                &json_examples,
+            )?);
             for (doc, step_path) in check_docs.iter().zip(
                 check_docs
                     .iter()

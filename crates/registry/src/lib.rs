@@ -70,8 +70,9 @@ pub use init::{
 pub use instance::{example_or_instance, example_where_or_instance, generate_instance};
 pub use model::{
     AdapterContract, AdapterPin, AssetDelivery, AssetRef, ChannelsFile, CheckDoc, Entry, EntryKind,
-    MANIFEST_FORMAT, MEDIA_JSON, MEDIA_MARKDOWN, MEDIA_TOML, Manifest, OutputDecl, SchemaRef,
-    StepDoc, StepSummary, ValidatorDoc, ValidatorRef, WorkflowDoc,
+    MANIFEST_FORMAT, MAX_HELP_TEXT, MAX_HELP_URL, MAX_RULE_HELP, MEDIA_JSON, MEDIA_MARKDOWN,
+    MEDIA_TOML, Manifest, OutputDecl, RuleHelp, SchemaRef, StepDoc, StepSummary, ValidatorDoc,
+    ValidatorRef, WorkflowDoc,
 };
 pub use path::{PathRule, check_path_template, check_relative_path, expand_template};
 pub use published::{

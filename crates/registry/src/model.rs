@@ -305,9 +305,67 @@ pub struct CheckDoc {
     /// before the field existed keep their bytes.
     #[serde(default, skip_serializing_if = "Enforcement::is_block")]
     pub enforcement: Enforcement,
+    /// Rule id → how a participant fixes what it finds. For a script check, the rules it may
+    /// report; for `sql-lint`, some of `rules`. Left out when empty, so documents written
+    /// before the field existed keep their bytes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub help: BTreeMap<String, RuleHelp>,
+}
+
+/// Most rules one check may describe in `help`.
+pub const MAX_RULE_HELP: usize = 256;
+/// Longest help text, in bytes: one line a participant reads beside the finding.
+pub const MAX_HELP_TEXT: usize = 200;
+/// Longest help URL, in bytes.
+pub const MAX_HELP_URL: usize = 512;
+
+/// One rule's help: a line saying how to fix what it finds, and where to read more.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleHelp {
+    /// One line, 1 to [`MAX_HELP_TEXT`] bytes.
+    pub text: String,
+    /// An `https://` page about the rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+impl RuleHelp {
+    /// `Err` says what the author changes.
+    pub fn validate(&self, rule: &str) -> Result<(), String> {
+        if rule.is_empty() || rule.len() > 128 {
+            return Err("a rule id in `help` is 1 to 128 bytes".into());
+        }
+        if self.text.trim().is_empty()
+            || self.text.len() > MAX_HELP_TEXT
+            || self.text.chars().any(char::is_control)
+        {
+            return Err(format!(
+                "the help of rule {rule} is one line of 1 to {MAX_HELP_TEXT} bytes"
+            ));
+        }
+        if let Some(url) = &self.url {
+            let plain = url.len() <= MAX_HELP_URL
+                && url.starts_with("https://")
+                && url.len() > "https://".len()
+                && !url.chars().any(|c| c.is_whitespace() || c.is_control());
+            if !plain {
+                return Err(format!(
+                    "the help URL of rule {rule} is an https:// address of at most \
+                     {MAX_HELP_URL} bytes"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl CheckDoc {
+    /// The help of the rule a finding names, when this check gives one.
+    pub fn help_for(&self, rule: &str) -> Option<&RuleHelp> {
+        self.help.get(rule)
+    }
+
     /// `findings` as this check enforces them: under `warn` every error is a warning.
     pub fn enforce(
         &self,

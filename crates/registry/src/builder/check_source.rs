@@ -5,10 +5,15 @@
 //! ```text
 //! workflows/<id>/<version>/checks/<check id>.rhai                      a script check's source
 //! workflows/<id>/<version>/counter-examples/<check id>/<case>/<output path>
+//! workflows/<id>/<version>/counter-examples/<check id>/<case>/expected-findings.json
 //! ```
 //!
 //! A counter-example folder holds only the files it breaks; every other input comes from the
-//! worked examples (`examples/`, or a JSON output's schema `examples`).
+//! worked examples (`examples/`, or a JSON output's schema `examples`). A check that describes
+//! its rules (`help`) says exactly what each counter-example must produce: the build compares
+//! the findings with `expected-findings.json`, refuses a rule it does not describe, and warns
+//! about described rules no counter-example produces. A check without `help` (written before
+//! the field) needs only its named rule among the errors.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -20,13 +25,14 @@ use serde::Deserialize;
 use rimthan_checks::{Check, CheckError, Finding, Input, Limits, Severity};
 
 use super::{
+    BuildWarning,
     checks::item_line,
     source::{files_under, read_text, sorted_names, source_error},
 };
 use crate::{
     error::RegistryError,
     ids::{ArtifactId, CheckId, CheckKind, Enforcement},
-    model::{CheckDoc, MEDIA_JSON, StepDoc},
+    model::{CheckDoc, MEDIA_JSON, RuleHelp, StepDoc},
     verify::compile_check,
 };
 
@@ -51,6 +57,71 @@ pub(super) struct CheckSource {
     /// `warn` to report its errors as warnings only (a check being rolled out).
     #[serde(default)]
     enforcement: Enforcement,
+    /// Rule id → a line on fixing what it finds (or `{text, url}`).
+    #[serde(default)]
+    help: BTreeMap<String, HelpSource>,
+}
+
+/// A rule's help as an author writes it: the line alone, or with a URL.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum HelpSource {
+    Text(String),
+    Full(RuleHelp),
+}
+
+impl From<&HelpSource> for RuleHelp {
+    fn from(source: &HelpSource) -> Self {
+        match source {
+            HelpSource::Text(text) => RuleHelp {
+                text: text.clone(),
+                url: None,
+            },
+            HelpSource::Full(help) => help.clone(),
+        }
+    }
+}
+
+/// The file in a counter-example folder that lists the findings it must produce.
+const EXPECTED_FINDINGS: &str = "expected-findings.json";
+
+/// One finding a counter-example must produce.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Expected {
+    rule: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    line: Option<u32>,
+    #[serde(default = "error_severity")]
+    severity: Severity,
+}
+
+fn error_severity() -> Severity {
+    Severity::Error
+}
+
+impl Expected {
+    fn of(finding: &Finding) -> Self {
+        Self {
+            rule: finding.rule.clone(),
+            path: finding.path.clone(),
+            line: finding.line,
+            severity: finding.severity,
+        }
+    }
+}
+
+impl std::fmt::Display for Expected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.path, self.line) {
+            (Some(p), Some(l)) => write!(f, "{p}:{l}: ")?,
+            (Some(p), None) => write!(f, "{p}: ")?,
+            _ => {}
+        }
+        write!(f, "{} ({})", self.rule, self.severity.as_str())
+    }
 }
 
 /// A step's declared checks with the file they were declared in.
@@ -151,6 +222,11 @@ pub(super) fn documents(
                 script,
                 rules: check.rules.clone(),
                 enforcement: check.enforcement,
+                help: check
+                    .help
+                    .iter()
+                    .map(|(rule, help)| (rule.clone(), help.into()))
+                    .collect(),
             });
         }
     }
@@ -166,15 +242,16 @@ pub(super) fn documents(
 }
 
 /// Runs every check on the worked examples (each must pass: no error finding) and on each of
-/// its counter-examples (each must fail with the rule it names). `steps` carry their examples;
-/// `json_examples` holds the example text of each JSON output, by artifact id.
+/// its counter-examples (each must fail with the rule it names, and produce exactly its
+/// `expected-findings.json`). `steps` carry their examples; `json_examples` holds the example
+/// text of each JSON output, by artifact id. Returns the rules described but never produced.
 pub(super) fn prove(
     root: &Path,
     steps: &[StepDoc],
     declared: &[DeclaredChecks<'_>],
     docs: &[CheckDoc],
     json_examples: &BTreeMap<ArtifactId, String>,
-) -> Result<(), RegistryError> {
+) -> Result<Vec<BuildWarning>, RegistryError> {
     let outputs: BTreeMap<&ArtifactId, _> = steps
         .iter()
         .flat_map(|s| &s.outputs)
@@ -186,6 +263,7 @@ pub(super) fn prove(
         .collect::<BTreeMap<_, _>>();
     let counter_root = root.join("counter-examples");
     let mut cases_seen = BTreeSet::new();
+    let mut warnings = Vec::new();
     for doc in docs {
         let (step, declared) = steps
             .iter()
@@ -201,6 +279,20 @@ pub(super) fn prove(
         let at_step = |reason: String| invalid(declared.step_path, line, step, &doc.id, reason);
         let check = compile_check(doc, step, &max_bytes)
             .map_err(|reason| at_step(format!("check {}: {reason}", doc.id)))?;
+        // A check that describes its rules reports no other.
+        let undescribed = |findings: &[Finding], on: &str| -> Result<(), RegistryError> {
+            match findings
+                .iter()
+                .find(|f| !doc.help.is_empty() && !doc.help.contains_key(&f.rule))
+            {
+                Some(f) => Err(at_step(format!(
+                    "check {} reports rule {} on {on}, which its `help` does not describe; \
+                     describe every rule it reports",
+                    doc.id, f.rule
+                ))),
+                None => Ok(()),
+            }
+        };
 
         // The worked examples, by the path each output is written at.
         let mut examples: BTreeMap<String, String> = BTreeMap::new();
@@ -238,6 +330,7 @@ pub(super) fn prove(
                 quote(&errors)
             )));
         }
+        undescribed(&findings, "the worked examples")?;
 
         let case_dir = counter_root.join(doc.id.as_str());
         if source.counter_examples.is_empty() {
@@ -249,20 +342,18 @@ pub(super) fn prove(
                 case_dir.display()
             )));
         }
+        let mut produced: BTreeSet<String> = BTreeSet::new();
         for (case, rule) in &source.counter_examples {
             cases_seen.insert((doc.id.to_string(), case.clone()));
             let dir = case_dir.join(case);
             let mut inputs = examples.clone();
-            let files = files_under(&dir)?;
-            if files.is_empty() {
-                return Err(at_step(format!(
-                    "counter-example {case} of check {} has no files; put the broken output at \
-                     {}/<output path>",
-                    doc.id,
-                    dir.display()
-                )));
-            }
-            for (rel, path) in files {
+            let mut expected = None;
+            let mut broken = 0;
+            for (rel, path) in files_under(&dir)? {
+                if rel == EXPECTED_FINDINGS {
+                    expected = Some(read_expected(&path)?);
+                    continue;
+                }
                 if !inputs.contains_key(&rel) {
                     return Err(invalid(
                         &path,
@@ -278,6 +369,15 @@ pub(super) fn prove(
                     ));
                 }
                 inputs.insert(rel, read_text(&path)?);
+                broken += 1;
+            }
+            if broken == 0 {
+                return Err(at_step(format!(
+                    "counter-example {case} of check {} has no files; put the broken output at \
+                     {}/<output path>",
+                    doc.id,
+                    dir.display()
+                )));
             }
             let findings = run(&check, &inputs).map_err(|e| {
                 at_step(format!(
@@ -304,6 +404,41 @@ pub(super) fn prove(
                     doc.id
                 )));
             }
+            undescribed(&findings, &format!("counter-example {case}"))?;
+            match expected {
+                Some(expected) => {
+                    compare(&expected, &findings).map_err(|difference| {
+                        invalid(
+                            &dir.join(EXPECTED_FINDINGS),
+                            None,
+                            step,
+                            &doc.id,
+                            format!(
+                                "counter-example {case} of check {} must produce exactly the \
+                                 findings listed here, but {difference}",
+                                doc.id
+                            ),
+                        )
+                    })?;
+                    produced.extend(expected.into_iter().map(|e| e.rule));
+                }
+                None if !doc.help.is_empty() => {
+                    return Err(at_step(format!(
+                        "check {} describes its rules, so counter-example {case} lists the \
+                         findings it must produce in {}",
+                        doc.id,
+                        dir.join(EXPECTED_FINDINGS).display()
+                    )));
+                }
+                None => {}
+            }
+        }
+        for rule in doc.help.keys().filter(|r| !produced.contains(*r)) {
+            warnings.push(BuildWarning::RuleNotExercised {
+                file: declared.step_path.display().to_string(),
+                check: format!("{}@{}/{}", step.workflow, step.workflow_version, doc.id),
+                rule: rule.clone(),
+            });
         }
     }
     // Every case folder belongs to a declared case: a forgotten one proves nothing.
@@ -318,7 +453,69 @@ pub(super) fn prove(
             ));
         }
     }
-    Ok(())
+    Ok(warnings)
+}
+
+/// Most findings an `expected-findings.json` may list (a run's `max_findings`).
+const MAX_EXPECTED: usize = 1_000;
+
+fn read_expected(path: &Path) -> Result<Vec<Expected>, RegistryError> {
+    let text = read_text(path)?;
+    let mut expected: Vec<Expected> = serde_json::from_str(&text).map_err(|e| {
+        source_error(
+            path,
+            format!(
+                "expected-findings.json is a JSON array of {{\"rule\", \"path\", \"line\", \
+                 \"severity\"}} objects (severity defaults to error): {e}"
+            ),
+        )
+    })?;
+    if expected.len() > MAX_EXPECTED {
+        return Err(source_error(
+            path,
+            format!("lists {} findings; at most {MAX_EXPECTED}", expected.len()),
+        ));
+    }
+    expected.sort();
+    Ok(expected)
+}
+
+/// `Err` names what is missing and what is extra, as the author fixes either side.
+fn compare(expected: &[Expected], findings: &[Finding]) -> Result<(), String> {
+    let mut got: Vec<Expected> = findings.iter().map(Expected::of).collect();
+    got.sort();
+    if got == expected {
+        return Ok(());
+    }
+    let mut missing = expected.to_vec();
+    let mut extra = Vec::new();
+    for finding in got {
+        match missing.iter().position(|e| *e == finding) {
+            Some(at) => {
+                missing.remove(at);
+            }
+            None => extra.push(finding),
+        }
+    }
+    let list = |items: &[Expected]| {
+        let mut quoted: Vec<String> = items
+            .iter()
+            .take(QUOTED_FINDINGS)
+            .map(ToString::to_string)
+            .collect();
+        if items.len() > QUOTED_FINDINGS {
+            quoted.push(format!("and {} more", items.len() - QUOTED_FINDINGS));
+        }
+        quoted.join("; ")
+    };
+    let mut parts = Vec::new();
+    if !missing.is_empty() {
+        parts.push(format!("it does not produce {}", list(&missing)));
+    }
+    if !extra.is_empty() {
+        parts.push(format!("it also produces {}", list(&extra)));
+    }
+    Err(parts.join(", and "))
 }
 
 /// A check the build refuses, named as the manifest labels it.

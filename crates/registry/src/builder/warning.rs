@@ -14,6 +14,16 @@ pub enum BuildWarning {
         /// `<id>@<version>`.
         schema: String,
     },
+    /// A rule a check describes in `help` that no counter-example's expected findings name,
+    /// so nothing shows the check can report it.
+    RuleNotExercised {
+        /// The step file declaring the check.
+        file: String,
+        /// `<workflow>@<version>/<check id>`.
+        check: String,
+        /// The rule.
+        rule: String,
+    },
 }
 
 impl BuildWarning {
@@ -21,6 +31,7 @@ impl BuildWarning {
     pub fn code(&self) -> &'static str {
         match self {
             BuildWarning::UnusedSchema { .. } => "unused_schema",
+            BuildWarning::RuleNotExercised { .. } => "rule_not_exercised",
         }
     }
 }
@@ -32,6 +43,11 @@ impl fmt::Display for BuildWarning {
                 f,
                 "{file}: schema {schema} is used by no output and no validator's report_schema; \
                  reference it or delete the file (keep it if the release publishes it for hosts)"
+            ),
+            BuildWarning::RuleNotExercised { file, check, rule } => write!(
+                f,
+                "{file}: check {check} describes rule {rule}, which no counter-example \
+                 produces; add a counter-example whose expected-findings.json names it"
             ),
         }
     }

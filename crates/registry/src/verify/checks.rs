@@ -13,7 +13,7 @@ use super::load::{Res, Structure};
 use crate::{
     error::RegistryError,
     ids::{ArtifactId, CheckId, CheckKind},
-    model::{CheckDoc, Entry, StepDoc},
+    model::{CheckDoc, Entry, MAX_RULE_HELP, StepDoc},
     release::{StepCheck, VerifiedRelease},
 };
 
@@ -131,6 +131,7 @@ pub(crate) fn compile_check(
 }
 
 fn compile_with(doc: &CheckDoc, limits: Limits) -> Result<Check, String> {
+    check_help(doc)?;
     let compiled = match (doc.kind, &doc.script, &doc.rules) {
         (CheckKind::Script, Some(script), None) => Check::script(script, limits),
         (CheckKind::SqlLint, None, Some(rules)) if !rules.is_empty() => Check::sql_lint(
@@ -151,6 +152,29 @@ fn compile_with(doc: &CheckDoc, limits: Limits) -> Result<Check, String> {
         }
     };
     compiled.map_err(|e| format!("{e} ({})", e.code()))
+}
+
+/// A check describes at most [`MAX_RULE_HELP`] rules, each in one bounded line; a `sql-lint`
+/// check only rules it runs.
+fn check_help(doc: &CheckDoc) -> Result<(), String> {
+    if doc.help.len() > MAX_RULE_HELP {
+        return Err(format!(
+            "describes {} rules in `help`; at most {MAX_RULE_HELP}",
+            doc.help.len()
+        ));
+    }
+    for (rule, help) in &doc.help {
+        help.validate(rule)?;
+        if let Some(rules) = &doc.rules
+            && !rules.contains_key(rule)
+        {
+            return Err(format!(
+                "`help` describes rule {rule}, which is not among its `rules`; add it there or \
+                 remove its help"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The bounds a check runs under: the defaults, with each input allowed the largest declared
