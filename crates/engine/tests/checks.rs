@@ -237,6 +237,14 @@ async fn a_failing_check_sends_the_step_to_revise_with_its_rule_and_line_whateve
     assert_eq!(findings[0]["line"], 5);
     assert_eq!(findings[0]["path"], "note/note.md");
     assert!(findings[0].get("validator_id").is_none(), "{findings:#}");
+    // The check describes its rule, so the participant reads how to fix it.
+    assert_eq!(
+        findings[0]["help"],
+        serde_json::json!({
+            "text": "Name who owns the risk in parentheses after it.",
+            "url": "https://example.org/release-notes#risk-owners",
+        })
+    );
 
     // Fixed, it passes and the workflow completes.
     let at = AtNote {
@@ -323,6 +331,8 @@ async fn a_warning_is_shown_and_does_not_fail_the_step() {
     assert_eq!(lint.verdict, CheckVerdict::Pass);
     assert_eq!(lint.findings[0].rule, "require-statement-timeout");
     assert_eq!(lint.findings[0].severity, rimthan_engine::Severity::Warning);
+    // A rule its check does not describe carries no help.
+    assert_eq!(lint.findings[0].help, None);
 }
 
 #[tokio::test]

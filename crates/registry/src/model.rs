@@ -320,7 +320,7 @@ pub const MAX_HELP_TEXT: usize = 200;
 pub const MAX_HELP_URL: usize = 512;
 
 /// One rule's help: a line saying how to fix what it finds, and where to read more.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleHelp {
     /// One line, 1 to [`MAX_HELP_TEXT`] bytes.

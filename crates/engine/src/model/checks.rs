@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use rimthan_registry::RuleHelp;
+
 use crate::model::request::Severity;
 
 /// The most findings of one check kept with the session and shown; `finding_count` gives the
@@ -38,6 +40,9 @@ pub struct CheckFinding {
     /// Its 1-based line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
+    /// How to fix it, when the check describes its rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub help: Option<RuleHelp>,
 }
 
 /// One check's result on one preparation: what it read (by digest) and what it found.

@@ -198,6 +198,9 @@ pub struct Finding {
     /// A JSON pointer into it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pointer: Option<String>,
+    /// How to fix it, when the check that found it describes its rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub help: Option<rimthan_registry::RuleHelp>,
 }
 
 /// A workflow id and version, as session files and the audit log name it.

@@ -118,6 +118,7 @@ pub(crate) fn run_checks(
                         .into_iter()
                         .take(MAX_KEPT_CHECK_FINDINGS)
                         .map(|f| CheckFinding {
+                            help: doc.help_for(&f.rule).cloned(),
                             rule: f.rule,
                             severity: f.severity.into(),
                             message: f.message,

@@ -303,6 +303,7 @@ pub(crate) fn decided(
                 message: format!("Sent back by {subject}: {text}"),
                 path: None,
                 pointer: None,
+                help: None,
             }];
         }
         Decision::Waive {
@@ -404,6 +405,7 @@ fn check_findings(failed: &[&CheckRecord]) -> Vec<Finding> {
                 message: f.message.clone(),
                 path: f.path.clone(),
                 pointer: None,
+                help: f.help.clone(),
             })
         })
         .collect()
@@ -422,6 +424,7 @@ fn findings_of(failing: &[&Report]) -> Vec<Finding> {
                 message: f.message.clone(),
                 path: f.path.clone(),
                 pointer: f.pointer.clone(),
+                help: None,
             });
             let summary = r.findings.is_empty().then(|| Finding {
                 validator_id: r.validator_id.clone(),
@@ -432,6 +435,7 @@ fn findings_of(failing: &[&Report]) -> Vec<Finding> {
                 message: r.summary.clone(),
                 path: None,
                 pointer: None,
+                help: None,
             });
             listed.chain(summary).collect::<Vec<_>>()
         })

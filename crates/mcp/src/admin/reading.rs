@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use maud::{Markup, html};
 use rimthan_engine::{AcceptedArtifact, CheckRecord};
+use rimthan_registry::RuleHelp;
 use similar::TextDiff;
 
 /// Lines of context around each change in a diff.
@@ -18,6 +19,7 @@ struct Remark<'a> {
     rule: &'a str,
     severity: &'a str,
     message: &'a str,
+    help: Option<&'a RuleHelp>,
 }
 
 /// Every output of the sign-off: its text when the server kept it, else its digest alone.
@@ -60,6 +62,7 @@ fn remarks<'a>(path: &str, checks: &'a [CheckRecord]) -> BTreeMap<u32, Vec<Remar
                         rule: &finding.rule,
                         severity: finding.severity.as_str(),
                         message: &finding.message,
+                        help: finding.help.as_ref(),
                     });
             }
         }
@@ -69,7 +72,20 @@ fn remarks<'a>(path: &str, checks: &'a [CheckRecord]) -> BTreeMap<u32, Vec<Remar
 
 fn remark(r: &Remark<'_>) -> Markup {
     html! {
-        span.remark { strong { (r.severity) } " · check " code { (r.check) } " rule " code { (r.rule) } ": " (r.message) }
+        span.remark {
+            strong { (r.severity) } " · check " code { (r.check) } " rule " code { (r.rule) } ": " (r.message)
+            @if let Some(help) = r.help { " " (help_line(help)) }
+        }
+    }
+}
+
+/// A rule's help beside its finding: the line, and its page when the check names one.
+pub(super) fn help_line(help: &RuleHelp) -> Markup {
+    html! {
+        span.help {
+            "Fix: " (help.text)
+            @if let Some(url) = &help.url { " (" a href=(url) rel="noopener noreferrer" { "about the rule" } ")" }
+        }
     }
 }
 

@@ -140,6 +140,7 @@ fn check_rounds(session: &Session) -> Markup {
                                                     @if let Some(line) = f.line { ":" (line) }
                                                     ")"
                                                 }
+                                                @if let Some(help) = &f.help { " " (super::reading::help_line(help)) }
                                             }
                                         }
                                     }

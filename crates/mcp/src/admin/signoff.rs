@@ -120,6 +120,7 @@ pub(super) fn panel(
                             " · " (f.path.as_deref().unwrap_or(""))
                             @if let Some(line) = f.line { ":" (line) }
                             ": " (f.message)
+                            @if let Some(help) = &f.help { " " (super::reading::help_line(help)) }
                             @if let Some(deciding) = deciding {
                                 form method="post" action=(action) class="waive" {
                                     (hidden(deciding))

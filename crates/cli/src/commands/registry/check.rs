@@ -12,7 +12,8 @@ use clap::{Args, ValueEnum};
 use rimthan_checks::{Finding, Input, Severity};
 use rimthan_mcp::report::printable;
 use rimthan_registry::{
-    ReleaseId, SigningKey, Step, VerifiedRelease, build_release, external_policy, verify_registry,
+    ReleaseId, RuleHelp, SigningKey, Step, VerifiedRelease, build_release, external_policy,
+    verify_registry,
 };
 use serde::Serialize;
 
@@ -65,7 +66,16 @@ struct CheckResult<'a> {
     id: &'a str,
     /// `pass` or `fail`.
     verdict: &'static str,
-    findings: Vec<Finding>,
+    findings: Vec<Reported<'a>>,
+}
+
+/// A finding with its rule's help, when the check describes the rule.
+#[derive(Debug, Serialize)]
+struct Reported<'a> {
+    #[serde(flatten)]
+    finding: Finding,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    help: Option<&'a RuleHelp>,
 }
 
 /// A check reads a file that was not given: nothing ran (`check_input_missing`, exit 2), so a
@@ -162,7 +172,13 @@ pub(crate) fn check(args: CheckArgs) -> anyhow::Result<()> {
         results.push(CheckResult {
             id: doc.id.as_str(),
             verdict: if failed { "fail" } else { "pass" },
-            findings,
+            findings: findings
+                .into_iter()
+                .map(|finding| Reported {
+                    help: doc.help_for(&finding.rule),
+                    finding,
+                })
+                .collect(),
         });
     }
 
@@ -196,12 +212,12 @@ pub(crate) fn check(args: CheckArgs) -> anyhow::Result<()> {
 /// The results as one SARIF 2.1.0 log: a rule per check and rule id (`check/rule`), a result
 /// per finding at the file as given and its line.
 fn sarif(results: &[CheckResult<'_>], given: &BTreeMap<&str, &Path>) -> serde_json::Value {
-    let mut rules = std::collections::BTreeSet::new();
+    let mut rules = BTreeMap::new();
     let mut found = Vec::new();
     for result in results {
-        for f in &result.findings {
+        for Reported { finding: f, help } in &result.findings {
             let rule = format!("{}/{}", result.id, f.rule);
-            rules.insert(rule.clone());
+            rules.insert(rule.clone(), *help);
             let mut located = serde_json::json!({
                 "ruleId": rule,
                 "level": if f.severity == Severity::Error { "error" } else { "warning" },
@@ -227,11 +243,23 @@ fn sarif(results: &[CheckResult<'_>], given: &BTreeMap<&str, &Path>) -> serde_js
             "tool": {"driver": {
                 "name": "rimthan",
                 "version": env!("CARGO_PKG_VERSION"),
-                "rules": rules.iter().map(|id| serde_json::json!({"id": id})).collect::<Vec<_>>(),
+                "rules": rules.iter().map(|(id, help)| sarif_rule(id, *help)).collect::<Vec<_>>(),
             }},
             "results": found,
         }],
     })
+}
+
+/// A SARIF `reportingDescriptor`: the rule's help as its text, and its page.
+fn sarif_rule(id: &str, help: Option<&RuleHelp>) -> serde_json::Value {
+    let mut rule = serde_json::json!({"id": id});
+    if let Some(help) = help {
+        rule["help"] = serde_json::json!({"text": help.text});
+        if let Some(url) = &help.url {
+            rule["helpUri"] = serde_json::json!(url);
+        }
+    }
+    rule
 }
 
 fn find_step<'r>(release: &'r VerifiedRelease, args: &CheckArgs) -> anyhow::Result<&'r Step> {
@@ -335,7 +363,7 @@ fn ends_with(file: &Path, declared: &Path) -> bool {
 }
 
 fn print_result(result: &CheckResult<'_>, out: &mut impl std::io::Write) -> std::io::Result<()> {
-    for f in &result.findings {
+    for Reported { finding: f, help } in &result.findings {
         // A finding quotes the text it judged, which an agent wrote.
         let at = match (&f.path, f.line) {
             (Some(p), Some(l)) => format!("{}:{l}: ", printable(p)),
@@ -353,6 +381,14 @@ fn print_result(result: &CheckResult<'_>, out: &mut impl std::io::Write) -> std:
             printable(&f.rule),
             printable(&f.message)
         )?;
+        if let Some(help) = help {
+            let url = help
+                .url
+                .as_deref()
+                .map(|u| format!(" ({u})"))
+                .unwrap_or_default();
+            writeln!(out, "  help: {}{url}", help.text)?;
+        }
     }
     writeln!(out, "check {}: {}", result.id, result.verdict)
 }
