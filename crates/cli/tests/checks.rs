@@ -117,6 +117,10 @@ fn registry_check_prints_each_finding_at_its_path_and_line_and_fails_like_the_se
         "{stdout}"
     );
     assert!(
+        stdout.contains("  help: Add the new column, copy, move readers and writers over"),
+        "{stdout}"
+    );
+    assert!(
         stdout.contains("require-statement-timeout") && stdout.contains("(warning)"),
         "{stdout}"
     );
@@ -154,6 +158,23 @@ fn registry_check_prints_each_finding_at_its_path_and_line_and_fails_like_the_se
             .unwrap()
             .iter()
             .any(|r| r["id"] == "notes-name-rollback/rollback-owner")
+    );
+    // A rule its check describes carries the author's help and page.
+    let rename = log["runs"][0]["tool"]["driver"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "up-lint/renaming-column")
+        .expect("the renaming-column rule");
+    assert_eq!(
+        rename["helpUri"],
+        "https://squawkhq.com/docs/renaming-column"
+    );
+    assert!(
+        rename["help"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Add the new column")
     );
 
     // A file a check reads was not given: nothing is checked, and the run does not pass.
