@@ -4,3 +4,4 @@ mod common;
 mod determinism;
 mod fixtures;
 mod never_panics;
+mod squawk_rules;
