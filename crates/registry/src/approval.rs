@@ -6,7 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{CheckId, RoleName};
+use crate::{
+    duration::IsoDuration,
+    ids::{CheckId, OnExpiry, RoleName},
+};
 
 /// The most distinct approvers a step may ask for.
 pub const MAX_APPROVERS: u8 = 5;
@@ -32,6 +35,15 @@ pub struct Approval {
     /// absent, no finding can be waived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waivers: Option<Waivers>,
+    /// How long after the request its deciders are reminded, once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remind_after: Option<IsoDuration>,
+    /// How long after the request it expires, undecided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_after: Option<IsoDuration>,
+    /// What expiry does (with `expires_after`; `send_back` when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_expiry: Option<OnExpiry>,
 }
 
 /// Which check findings an approver may waive.
@@ -71,6 +83,9 @@ impl Approval {
         if roles.len() != self.roles.len() {
             return Some("approval lists a role twice".into());
         }
+        if let Some(problem) = self.timer_problem() {
+            return Some(problem);
+        }
         if let Some(waivers) = &self.waivers {
             if step_checks.is_empty() {
                 return Some(
@@ -86,6 +101,40 @@ impl Approval {
             }
         }
         None
+    }
+
+    fn timer_problem(&self) -> Option<String> {
+        let remind = self
+            .remind_after
+            .and_then(|d| d.timer_problem("approval.remind_after"));
+        let expire = self
+            .expires_after
+            .and_then(|d| d.timer_problem("approval.expires_after"));
+        if remind.is_some() || expire.is_some() {
+            return remind.or(expire);
+        }
+        if let (Some(remind), Some(expire)) = (self.remind_after, self.expires_after)
+            && remind >= expire
+        {
+            return Some(format!(
+                "approval.remind_after ({remind}) is not before approval.expires_after \
+                 ({expire}); remind before the sign-off expires, or drop remind_after"
+            ));
+        }
+        if self.on_expiry.is_some() && self.expires_after.is_none() {
+            return Some(
+                "approval.on_expiry is set without approval.expires_after; say when the \
+                 sign-off expires, or drop on_expiry"
+                    .into(),
+            );
+        }
+        None
+    }
+
+    /// What expiry does, when the sign-off expires at all.
+    pub fn expiry(&self) -> Option<(IsoDuration, OnExpiry)> {
+        self.expires_after
+            .map(|after| (after, self.on_expiry.unwrap_or(OnExpiry::SendBack)))
     }
 
     /// Whether a finding of `check` may be waived.

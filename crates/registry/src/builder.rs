@@ -82,6 +82,10 @@ struct StepSource {
     checks: Vec<check_source::CheckSource>,
     #[serde(default)]
     approval: Option<crate::approval::Approval>,
+    #[serde(default)]
+    deadline: Option<crate::duration::IsoDuration>,
+    #[serde(default)]
+    on_expiry: Option<crate::ids::OnExpiry>,
 }
 
 /// An output as an author declares it: [`OutputDecl`] without `example`, which comes only
@@ -486,6 +490,8 @@ impl Builder {
                     validators: step.validators,
                     checks: Vec::new(),
                     approval: step.approval,
+                    deadline: step.deadline,
+                    on_expiry: step.on_expiry,
                 });
                 paths.push(step_path);
                 texts.push(text);

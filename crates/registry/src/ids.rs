@@ -328,6 +328,16 @@ vocabulary!(
     }
 );
 
+vocabulary!(
+    /// What happens when a step's sign-off or deadline expires.
+    OnExpiry {
+        /// The step goes back to `revise` with a finding that names the expiry.
+        SendBack = "send_back",
+        /// The session ends with status `expired`.
+        Fail = "fail",
+    }
+);
+
 #[expect(
     clippy::derivable_impls,
     reason = "the vocabulary macro's derives are fixed; Default is this one's alone"

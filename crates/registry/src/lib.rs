@@ -27,6 +27,7 @@ mod builder;
 mod canonical;
 mod diff;
 mod digest;
+mod duration;
 mod embedded;
 mod error;
 mod files;
@@ -53,6 +54,7 @@ pub use builder::{BuildWarning, BuiltRelease, build_release, publish, set_channe
 pub use canonical::{is_canonical, to_canonical_bytes};
 pub use diff::{ChangeKind, EntryChange, ReleaseDiff, diff_releases};
 pub use digest::{DigestParseError, Sha256Digest};
+pub use duration::{IsoDuration, MAX_TIMER_SECONDS};
 pub use embedded::{
     DEFAULT_KEY_ID, embedded_files, embedded_policy, external_policy, verify_embedded,
 };
@@ -60,9 +62,9 @@ pub use error::RegistryError;
 pub use files::{MAX_FILE_BYTES, RegistryFiles};
 pub use ids::{
     ArtifactId, AssetId, AssetKind, ChannelName, CheckId, CheckKind, DeliveryMode, Enforcement,
-    Harness, HostCapability, IdError, ReleaseId, RoleName, SETUP_STEP, SchemaId, StepId, StepKind,
-    ValidatorCapability, ValidatorExecution, ValidatorId, ValidatorIsolation, Version, WorkflowId,
-    WritePolicy,
+    Harness, HostCapability, IdError, OnExpiry, ReleaseId, RoleName, SETUP_STEP, SchemaId, StepId,
+    StepKind, ValidatorCapability, ValidatorExecution, ValidatorId, ValidatorIsolation, Version,
+    WorkflowId, WritePolicy,
 };
 pub use init::{
     INIT_ADAPTER_VERSION, INIT_WORKFLOW_ID, InitOptions, init_source, init_source_with,

@@ -11,7 +11,7 @@ use crate::{
     digest::Sha256Digest,
     ids::{
         ArtifactId, AssetId, AssetKind, CheckId, CheckKind, DeliveryMode, Enforcement, Harness,
-        HostCapability, ReleaseId, SchemaId, StepId, StepKind, ValidatorCapability,
+        HostCapability, OnExpiry, ReleaseId, SchemaId, StepId, StepKind, ValidatorCapability,
         ValidatorExecution, ValidatorId, ValidatorIsolation, Version, WorkflowId,
     },
 };
@@ -273,6 +273,39 @@ pub struct StepDoc {
     /// must, so steps without it keep the bytes they were first published with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<crate::approval::Approval>,
+    /// How long the step's work may take from the moment it becomes active; omitted when it
+    /// has no deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<crate::duration::IsoDuration>,
+    /// What passing the deadline does (`send_back` when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_expiry: Option<OnExpiry>,
+}
+
+impl StepDoc {
+    /// What is wrong with the step's deadline; none when it is sound.
+    pub fn deadline_problem(&self) -> Option<String> {
+        match (self.deadline, self.on_expiry) {
+            (Some(_), _) if self.kind == StepKind::Setup => Some(
+                "the setup step has a deadline; give deadlines to the steps whose work may \
+                 run late"
+                    .into(),
+            ),
+            (Some(deadline), _) => deadline.timer_problem("deadline"),
+            (None, Some(_)) => Some(
+                "on_expiry is set without a deadline; give the step a deadline (such as P2D) \
+                 or drop on_expiry"
+                    .into(),
+            ),
+            (None, None) => None,
+        }
+    }
+
+    /// What passing the deadline does, when the step has one.
+    pub fn deadline(&self) -> Option<(crate::duration::IsoDuration, OnExpiry)> {
+        self.deadline
+            .map(|after| (after, self.on_expiry.unwrap_or(OnExpiry::SendBack)))
+    }
 }
 
 /// A deterministic check document (`docs/checks.md`): what it reads and what runs.

@@ -73,6 +73,9 @@ rules! {
         /// A step's approval names nobody, asks for too many approvers, or forbids waivers of
         /// a check it does not run.
         ApprovalInvalid = "approval_invalid",
+        /// A step's deadline is zero, longer than a year, on the setup step, or its
+        /// `on_expiry` is set without one.
+        DeadlineInvalid = "deadline_invalid",
     }
 }
 

@@ -381,6 +381,9 @@ impl Structure<'_> {
         if let Some(problem) = doc.approval.as_ref().and_then(|a| a.problem(&doc.checks)) {
             return Err(err(WorkflowRule::ApprovalInvalid, problem));
         }
+        if let Some(problem) = doc.deadline_problem() {
+            return Err(err(WorkflowRule::DeadlineInvalid, problem));
+        }
         for v in &doc.validators {
             let Some(validator) = release.validator(&v.id, &v.version) else {
                 return Err(self.dangling(entry, format!("validator {}@{}", v.id, v.version)));
