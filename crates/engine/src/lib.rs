@@ -44,7 +44,7 @@ pub mod provenance {
     pub use crate::model::provenance::*;
 }
 
-pub use engine::{ACTIVE_STEP_CACHE_BOUNDS, Engine, MAX_WAITING_LISTED};
+pub use engine::{ACTIVE_STEP_CACHE_BOUNDS, Engine, MAX_WAITING_LISTED, TIMER_BATCH, TimersFired};
 pub use error::EngineError;
 pub use model::audit::{AuditDecision, AuditEntry, Judgement, Operation, Outcome};
 pub use model::bounds::{
@@ -56,8 +56,8 @@ pub use model::codes::{Code, Failure};
 pub use model::payload::*;
 pub use model::request::*;
 pub use model::session::{
-    AcceptedArtifact, Finding, HostBinding, Principal, REPORT_ROUNDS_KEPT, ReportRound, Session,
-    SessionId, Status, WorkflowRef,
+    AcceptedArtifact, Deadline, Finding, HostBinding, Principal, REPORT_ROUNDS_KEPT, ReportRound,
+    Session, SessionId, Status, WorkflowRef,
 };
 pub use releases::Releases;
 pub use rules::reports::{MAX_REPORT_EXTRA_BYTES, MAX_REPORT_EXTRA_FIELDS};

@@ -201,7 +201,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         limit: u32,
     ) -> Result<Vec<AuditEntry>, StoreError>;
 
-    /// How many sessions are not completed.
+    /// The sessions with a timer due at or before `now` (Unix seconds), earliest first, at
+    /// most `limit`: read from an indexed column (`docs/engine.md` §6.3).
+    async fn due_sessions(&self, now: i64, limit: u32) -> Result<Vec<SessionId>, StoreError>;
+
+    /// How many sessions have not ended (completed or expired).
     async fn open_sessions(&self) -> Result<u64, StoreError>;
 
     /// Whether the database answers.

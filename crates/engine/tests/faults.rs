@@ -146,6 +146,14 @@ impl Store for FailingStore {
     ) -> Result<Vec<AuditEntry>, StoreError> {
         self.inner.recent_audit(session, limit).await
     }
+    async fn due_sessions(
+        &self,
+        now: i64,
+        limit: u32,
+    ) -> Result<Vec<rimthan_engine::SessionId>, StoreError> {
+        self.check("due_sessions")?;
+        self.inner.due_sessions(now, limit).await
+    }
     async fn open_sessions(&self) -> Result<u64, StoreError> {
         self.check("open_sessions")?;
         self.inner.open_sessions().await
@@ -256,5 +264,34 @@ async fn a_lost_compare_and_swap_does_not_run_the_checks_again() {
         at.engine.checks_run() - before,
         2,
         "each check runs once per preparation, not once per attempt"
+    );
+}
+
+/// A replica whose store fails while it fires a timer commits nothing: the timer stays due, and
+/// the next replica over the same database fires it, once.
+#[tokio::test]
+async fn a_timer_whose_firing_failed_stays_due_for_the_next_replica() {
+    use crate::timers::{DAY, Timed, plus, releases};
+    use rimthan_engine::{Engine, Operation, Outcome};
+
+    let inner = sqlite_memory().await;
+    let at = Timed::awaiting_sign_off(inner.clone(), "1.0.0").await;
+    let later = plus(&at.requested_at().await, DAY + 1);
+    let failing = Arc::new(FailingStore {
+        inner: inner.clone(),
+        failing: Mutex::default(),
+        losing: Default::default(),
+    });
+    let killed = Engine::new(releases(), failing.clone(), None)
+        .await
+        .unwrap();
+    failing.fail("update_session");
+    assert!(killed.fire_due(&later).await.is_err());
+    assert!(at.timer_entries().await.is_empty());
+    let next = Engine::new(releases(), inner, None).await.unwrap();
+    assert_eq!(next.fire_due(&later).await.unwrap().fired, 1);
+    assert_eq!(
+        at.timer_entries().await,
+        [(Operation::RemindApproval, Outcome::AwaitingApproval)]
     );
 }

@@ -20,4 +20,5 @@ mod report_contracts;
 mod report_rounds;
 mod submissions;
 mod tenants;
+mod timers;
 mod upgrade;

@@ -56,6 +56,8 @@ pub(super) enum Door<'a> {
         session: &'a SessionId,
         approver: &'a Approver,
     },
+    /// The server itself, firing a session's due timer by its id.
+    Timer { session: &'a SessionId },
 }
 
 impl Engine {
@@ -149,6 +151,13 @@ impl Engine {
                 let known = self.store.load_session(session).await?;
                 let Some(session) = known.filter(|s| approver.may_know(s.principal.as_ref()))
                 else {
+                    return Ok(Err(Rejected::new(vec![unknown_session(session.as_str())])));
+                };
+                let release = self.pinned_release(&session)?;
+                Ok(Ok(Opened { session, release }))
+            }
+            Door::Timer { session } => {
+                let Some(session) = self.store.load_session(session).await? else {
                     return Ok(Err(Rejected::new(vec![unknown_session(session.as_str())])));
                 };
                 let release = self.pinned_release(&session)?;

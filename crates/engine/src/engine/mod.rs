@@ -17,6 +17,7 @@ mod prepare;
 mod record;
 mod start;
 mod submit;
+mod timers;
 mod transact;
 
 use std::sync::Arc;
@@ -41,6 +42,7 @@ use crate::{
 pub use active_step::ACTIVE_STEP_CACHE_BOUNDS;
 pub use look::MAX_WAITING_LISTED;
 pub(crate) use record::Evidence;
+pub use timers::{TIMER_BATCH, TimersFired};
 
 /// The store secret that keys checkpoints.
 const CHECKPOINT_SECRET: &str = "checkpoint-hmac-sha256";

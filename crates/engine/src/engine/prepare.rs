@@ -108,9 +108,12 @@ impl Engine {
         if session.status == Status::AwaitingApproval {
             return Err(vec![transition::awaiting_approval(session)]);
         }
+        if session.status == Status::Expired {
+            return Err(vec![transition::expired(session)]);
+        }
         let step = pinned
             .active_step(session)
-            .filter(|_| session.status != Status::Completed);
+            .filter(|_| !session.status.is_terminal());
         let Some(step) = step.filter(|s| s.doc().id.as_str() == req.step_id) else {
             return Err(vec![
                 Failure::new(

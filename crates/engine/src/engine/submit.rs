@@ -49,6 +49,9 @@ impl Engine {
             if session.status == Status::AwaitingApproval {
                 return refuse(session, vec![transition::awaiting_approval(session)]);
             }
+            if session.status == Status::Expired {
+                return refuse(session, vec![transition::expired(session)]);
+            }
             let plan = match &session.plan {
                 Some(plan) if plan.id == req.validation_id => plan,
                 _ => {

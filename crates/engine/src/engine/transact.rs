@@ -24,6 +24,9 @@ pub(super) enum Ruling<T> {
     /// Answer without changing the session, after appending the audit entry (a replayed
     /// retry, or a refusal).
     Answer(T, AuditEntry),
+    /// Answer without changing the session or recording anything: there was nothing to do
+    /// (a timer that another change or replica already took care of).
+    Leave(T),
     /// Store `next` one revision on, if the session is still at the revision read, with its
     /// audit entry in the same transaction, then answer; when another call changed it first,
     /// decide again. The rule leaves `next.revision` alone: [`Engine::transact`] moves it.
@@ -69,6 +72,13 @@ impl Engine {
                 }
             };
             match decide(&opened)? {
+                Ruling::Leave(answer) => {
+                    return Ok(Done {
+                        answer,
+                        session: Some(opened.session().clone()),
+                        link: None,
+                    });
+                }
                 Ruling::Answer(answer, audit) => {
                     self.store.append_audit(&audit).await?;
                     return Ok(Done {

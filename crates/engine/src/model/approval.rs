@@ -41,6 +41,21 @@ pub struct PendingApproval {
     /// The texts of the round an approver last sent back, to read this round against.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub previous_texts: BTreeMap<String, String>,
+    /// RFC 3339 time the sign-off was asked for; absent in sessions stored before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_at: Option<String>,
+    /// When its deciders are reminded, until they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remind_at: Option<String>,
+    /// When they were reminded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reminded_at: Option<String>,
+    /// When it expires, undecided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// What expiry does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_expiry: Option<rimthan_registry::OnExpiry>,
 }
 
 /// On what ground someone decided on a step: a role its approval names, or being a

@@ -67,6 +67,12 @@ wire_enum! {
         SendBackStep = "send_back_step",
         /// An approver waived a failed check's finding.
         WaiveFinding = "waive_finding",
+        /// The server reminded a step's deciders that its sign-off waits.
+        RemindApproval = "remind_approval",
+        /// A step's sign-off expired undecided.
+        ExpireApproval = "expire_approval",
+        /// A step's deadline passed before its work was submitted.
+        ExpireDeadline = "expire_deadline",
     }
 }
 
@@ -82,6 +88,8 @@ wire_enum! {
         AwaitingApproval = "awaiting_approval",
         /// The last step passed.
         Completed = "completed",
+        /// A sign-off or a deadline expired and ended the session.
+        Expired = "expired",
         /// A validation plan was issued.
         Ready = "ready",
         /// A start was refused for blockers; nothing was stored.
@@ -100,6 +108,7 @@ impl From<Status> for Outcome {
             Status::Revise => Outcome::Revise,
             Status::AwaitingApproval => Outcome::AwaitingApproval,
             Status::Completed => Outcome::Completed,
+            Status::Expired => Outcome::Expired,
         }
     }
 }

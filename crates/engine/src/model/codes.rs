@@ -180,6 +180,10 @@ codes! {
     WaiverNotAllowed = "waiver_not_allowed",
     /// No unwaived finding of this check, rule and path waits for sign-off.
     WaiverNotFound = "waiver_not_found",
+
+    // Timers (`docs/engine.md` §6.3).
+    /// A sign-off or a deadline expired and ended the session; start a new one.
+    SessionExpired = "session_expired",
 }
 
 impl fmt::Display for Code {

@@ -252,7 +252,7 @@ pub struct SessionFile {
 /// The active-step payload of `start_workflow`, `get_active_step` and `submit_step_reports`.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct ActivePayload {
-    /// `active`, `revise`, `awaiting_approval` or `completed`.
+    /// `active`, `revise`, `awaiting_approval`, `completed` or `expired`.
     pub status: Status,
     /// Session id.
     pub session_id: String,
@@ -279,6 +279,9 @@ pub struct ActivePayload {
     /// When awaiting approval: who may sign the step off and what they have decided so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalPayload>,
+    /// When the active step's work is due, if it has a deadline: tell the participant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<crate::model::session::Deadline>,
 }
 
 /// A step waiting for sign-off, as the participant's harness sees it.
@@ -303,6 +306,16 @@ pub struct ApprovalPayload {
     /// What approvers see: the outputs' paths and digests, the reports and check results of the
     /// step's last round, in the facilitator's view or `rimthan sessions show`.
     pub outputs: Vec<ApprovalOutput>,
+    /// RFC 3339 time its deciders will be reminded, if they have not been yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remind_at: Option<String>,
+    /// RFC 3339 time the sign-off expires undecided, if it expires.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// What expiry does: `send_back` (the step returns to revise) or `fail` (the session ends).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub on_expiry: Option<rimthan_registry::OnExpiry>,
 }
 
 /// An output an approval covers.

@@ -91,6 +91,8 @@ pub enum Status {
     AwaitingApproval,
     /// Every step completed.
     Completed,
+    /// A sign-off or a deadline expired with `on_expiry: fail`: the session ended undone.
+    Expired,
 }
 
 impl Status {
@@ -101,7 +103,13 @@ impl Status {
             Status::Revise => "revise",
             Status::AwaitingApproval => "awaiting_approval",
             Status::Completed => "completed",
+            Status::Expired => "expired",
         }
+    }
+
+    /// Whether the session has ended: no tool call moves it again.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Completed | Status::Expired)
     }
 
     /// The status a wire spelling names, if any.
@@ -111,6 +119,7 @@ impl Status {
             Status::Revise,
             Status::AwaitingApproval,
             Status::Completed,
+            Status::Expired,
         ]
         .into_iter()
         .find(|s| s.as_str() == text)
@@ -300,6 +309,9 @@ pub struct Session {
     /// The step waiting for sign-off (status `awaiting_approval`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<crate::model::approval::PendingApproval>,
+    /// When the active step's work is due, if its step declares a deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Deadline>,
     /// Who signed off each step that needed it, and what they waived.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub signoffs: BTreeMap<StepId, SignedOff>,
@@ -311,6 +323,18 @@ pub struct Session {
     pub created_at: String,
     /// RFC 3339 time of the last change.
     pub updated_at: String,
+}
+
+/// When a step's work is due and what passing it does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Deadline {
+    /// The step.
+    pub step: String,
+    /// RFC 3339 time it is due.
+    pub at: String,
+    /// `send_back` or `fail`.
+    #[schemars(with = "String")]
+    pub on_expiry: rimthan_registry::OnExpiry,
 }
 
 /// How a step was signed off.
@@ -376,6 +400,44 @@ impl Session {
         let excess = self.retired_plans.len().saturating_sub(RETIRED_PLANS_KEPT);
         self.retired_plans.drain(..excess);
     }
+}
+
+impl Session {
+    /// When the session's next timer is due (RFC 3339): a reminder or an expiry of the
+    /// sign-off it waits for, or the deadline of the step it works on; none when nothing is
+    /// timed. The store keeps it in an indexed column, so due sessions are found without
+    /// reading any state (`docs/engine.md` §6.3).
+    pub fn due_at(&self) -> Option<&str> {
+        match self.status {
+            Status::AwaitingApproval => {
+                let pending = self.approval.as_ref()?;
+                [pending.remind_at.as_deref(), pending.expires_at.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .min()
+            }
+            Status::Active | Status::Revise => self.deadline.as_ref().map(|d| d.at.as_str()),
+            Status::Completed | Status::Expired => None,
+        }
+    }
+}
+
+/// `at` plus `seconds`, as RFC 3339 with second precision (as [`now_rfc3339`] writes it, so
+/// two such times compare as strings); `at` unchanged if it does not parse.
+pub(crate) fn later_by(at: &str, seconds: u64) -> String {
+    let format = &time::format_description::well_known::Rfc3339;
+    time::OffsetDateTime::parse(at, format)
+        .ok()
+        .and_then(|t| t.checked_add(time::Duration::seconds(i64::try_from(seconds).ok()?)))
+        .and_then(|t| t.format(format).ok())
+        .unwrap_or_else(|| at.to_owned())
+}
+
+/// Seconds since the Unix epoch of an RFC 3339 time.
+pub(crate) fn unix_seconds(at: &str) -> Option<i64> {
+    time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
+        .ok()
+        .map(time::OffsetDateTime::unix_timestamp)
 }
 
 /// Whole seconds from one RFC 3339 time to a later one, if both parse and are in order.

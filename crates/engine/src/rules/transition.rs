@@ -6,20 +6,20 @@
 
 use std::collections::BTreeMap;
 
-use rimthan_registry::{Sha256Digest, VerifiedRelease, Workflow};
+use rimthan_registry::{OnExpiry, Sha256Digest, VerifiedRelease, Workflow};
 
 use crate::{
     model::{
         approval::{
             Approver, Decision, DecisionRequest, Identity, PendingApproval, Signoff, Waiver,
         },
-        audit::{AuditDecision, Judgement},
+        audit::{AuditDecision, Judgement, Operation},
         checks::CheckRecord,
         codes::{Code, Failure},
         request::{Report, RepositoryPolicy, Severity, Verdict},
         session::{
-            AcceptedArtifact, Finding, HostBinding, LastRequest, PlanRecord, Principal, Session,
-            SessionId, SignedOff, Status, seconds_between,
+            AcceptedArtifact, Deadline, Finding, HostBinding, LastRequest, PlanRecord, Principal,
+            Session, SessionId, SignedOff, Status, later_by, seconds_between,
         },
     },
     rules::{
@@ -65,6 +65,7 @@ pub(crate) fn started(start: Start<'_>, now: &str) -> Session {
         revise_rounds: 0,
         step_entered_at: Some(now.to_owned()),
         approval: None,
+        deadline: deadline_of(start.workflow, 0, now),
         signoffs: Default::default(),
         sent_back_texts: Default::default(),
         created_at: now.to_owned(),
@@ -141,7 +142,7 @@ pub(crate) fn submitted(
         next.revise_rounds += 1;
         next.findings = check_findings(&failed_checks);
         next.findings.extend(findings_of(&failing));
-    } else if approval.is_some() {
+    } else if let Some(approval) = approval {
         next.status = Status::AwaitingApproval;
         next.findings.clear();
         let previous_texts = next.sent_back_texts.remove(&plan.step).unwrap_or_default();
@@ -156,6 +157,15 @@ pub(crate) fn submitted(
             waivers: Vec::new(),
             texts: plan.texts,
             previous_texts,
+            requested_at: Some(now.to_owned()),
+            remind_at: approval
+                .remind_after
+                .map(|after| later_by(now, after.seconds())),
+            reminded_at: None,
+            expires_at: approval
+                .expires_after
+                .map(|after| later_by(now, after.seconds())),
+            on_expiry: approval.expiry().map(|(_, on)| on),
         });
     } else {
         judgement.seconds = advance(&mut next, session, plan.outputs, pinned, now);
@@ -175,6 +185,16 @@ pub(crate) fn awaiting_approval(session: &Session) -> Failure {
          approve it, and call rimthan.get_active_step later to see the decision",
     )
     .with("step", step)
+}
+
+/// The refusal of a tool call on a session a sign-off or a deadline ended.
+pub(crate) fn expired(session: &Session) -> Failure {
+    Failure::new(
+        Code::SessionExpired,
+        "this session ended when its sign-off or deadline expired; tell the participant, and \
+         start a new session to do the work again",
+    )
+    .with("session_id", session.id.as_str())
 }
 
 /// An approver's decision (approve, send back, waive) on a session waiting for sign-off: the
@@ -294,17 +314,8 @@ pub(crate) fn decided(
             }
             next.status = Status::Revise;
             next.revise_rounds += 1;
-            next.findings = vec![Finding {
-                validator_id: String::new(),
-                check_id: None,
-                rule: None,
-                line: None,
-                severity: Severity::Error,
-                message: format!("Sent back by {subject}: {text}"),
-                path: None,
-                pointer: None,
-                help: None,
-            }];
+            next.findings = vec![server_finding(format!("Sent back by {subject}: {text}"))];
+            next.deadline = deadline_of(pinned.workflow, next.step_index, now);
         }
         Decision::Waive {
             check,
@@ -386,8 +397,154 @@ fn advance(
     } else {
         Status::Active
     };
+    next.deadline = deadline_of(pinned.workflow, next.step_index, now);
     next.findings.clear();
     entered.and_then(|at| seconds_between(at, now))
+}
+
+/// The deadline of step `index` of `workflow` entered at `now`, if it declares one.
+fn deadline_of(workflow: &Workflow, index: usize, now: &str) -> Option<Deadline> {
+    let step = workflow.steps().get(index)?;
+    let (after, on_expiry) = step.doc().deadline()?;
+    Some(Deadline {
+        step: step.doc().id.to_string(),
+        at: later_by(now, after.seconds()),
+        on_expiry,
+    })
+}
+
+/// A finding the server itself gives (a send-back, an expiry): no validator, check or place.
+fn server_finding(message: String) -> Finding {
+    Finding {
+        validator_id: String::new(),
+        check_id: None,
+        rule: None,
+        line: None,
+        severity: Severity::Error,
+        message,
+        path: None,
+        pointer: None,
+        help: None,
+    }
+}
+
+/// What a due timer did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fired {
+    /// The sign-off's deciders were reminded.
+    Reminded,
+    /// The sign-off expired undecided; the step went back, or the session ended.
+    ApprovalExpired(OnExpiry),
+    /// The step's deadline passed; it went back, or the session ended.
+    DeadlinePassed(OnExpiry),
+}
+
+impl Fired {
+    /// The operation its audit entry records.
+    pub(crate) fn operation(self) -> Operation {
+        match self {
+            Fired::Reminded => Operation::RemindApproval,
+            Fired::ApprovalExpired(_) => Operation::ExpireApproval,
+            Fired::DeadlinePassed(_) => Operation::ExpireDeadline,
+        }
+    }
+}
+
+/// Fires the timer of `session` due at or before `now`, if one is (an expiry before a
+/// reminder due with it): the session after it, what happened, and what its audit entry
+/// records. `None` when nothing is due: a decision, a submission or another replica came
+/// first, and the timer went with the state it belonged to (`docs/engine.md` §6.3).
+pub(crate) fn fired(
+    pinned: &Pinned<'_>,
+    session: &Session,
+    now: &str,
+) -> Option<(Session, Fired, AuditDecision)> {
+    let due = |at: Option<&str>| at.is_some_and(|at| at <= now);
+    let mut next = session.clone();
+    let (fired, step, note) = match (session.status, &session.approval, &session.deadline) {
+        (Status::AwaitingApproval, Some(pending), _) if due(pending.expires_at.as_deref()) => {
+            let on_expiry = pending.on_expiry.unwrap_or(OnExpiry::SendBack);
+            let asked = pending.requested_at.as_deref().unwrap_or("earlier");
+            let note = format!(
+                "The sign-off of step {} asked for at {asked} expired undecided at {}.",
+                pending.step,
+                pending.expires_at.as_deref().unwrap_or(now)
+            );
+            match on_expiry {
+                OnExpiry::SendBack => {
+                    let pending = next.approval.take().expect("matched above");
+                    next.sent_back_texts
+                        .insert(pending.step.clone(), pending.texts);
+                    next.status = Status::Revise;
+                    next.revise_rounds += 1;
+                    next.findings = vec![server_finding(format!(
+                        "{note} Submit the step again for sign-off, and tell the participant \
+                         whom to ask."
+                    ))];
+                    next.deadline = deadline_of(pinned.workflow, next.step_index, now);
+                }
+                OnExpiry::Fail => {
+                    next.status = Status::Expired;
+                    next.findings = vec![server_finding(format!(
+                        "{note} The session has ended; start a new one to do the work again."
+                    ))];
+                }
+            }
+            (
+                Fired::ApprovalExpired(on_expiry),
+                pending.step.to_string(),
+                note,
+            )
+        }
+        (Status::AwaitingApproval, Some(pending), _) if due(pending.remind_at.as_deref()) => {
+            let pending_next = next.approval.as_mut().expect("matched above");
+            pending_next.remind_at = None;
+            pending_next.reminded_at = Some(now.to_owned());
+            let note = format!("The sign-off of step {} still waits.", pending.step);
+            (Fired::Reminded, pending.step.to_string(), note)
+        }
+        (Status::Active | Status::Revise, _, Some(deadline)) if due(Some(&deadline.at)) => {
+            let note = format!(
+                "The deadline of step {} passed at {} before its work was submitted.",
+                deadline.step, deadline.at
+            );
+            if let Some(plan) = next.plan.take() {
+                next.retire(plan.id);
+            }
+            match deadline.on_expiry {
+                OnExpiry::SendBack => {
+                    next.status = Status::Revise;
+                    next.revise_rounds += 1;
+                    next.findings = vec![server_finding(format!(
+                        "{note} Finish the step and submit it; the deadline starts again now."
+                    ))];
+                    next.deadline = deadline_of(pinned.workflow, next.step_index, now);
+                }
+                OnExpiry::Fail => {
+                    next.status = Status::Expired;
+                    next.deadline = None;
+                    next.findings = vec![server_finding(format!(
+                        "{note} The session has ended; start a new one to do the work again."
+                    ))];
+                }
+            }
+            (
+                Fired::DeadlinePassed(deadline.on_expiry),
+                deadline.step.clone(),
+                note,
+            )
+        }
+        _ => return None,
+    };
+    // An identical retry of the harness's last call no longer describes the session.
+    next.last_change = None;
+    next.updated_at = now.to_owned();
+    let record = AuditDecision {
+        step,
+        note: Some(note),
+        ..AuditDecision::default()
+    };
+    Some((next, fired, record))
 }
 
 /// The findings of the failed checks, each located at its path and line. A check's findings

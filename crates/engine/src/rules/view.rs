@@ -15,7 +15,7 @@ use crate::{
         OutputPayload, SESSION_FILE_PATH, SchemaPayload, SessionFile, SessionFileContent,
         SessionFileHost, StepPayload, ValidatorPayload, WorkflowPayload,
     },
-    model::session::{PlanRecord, Session, Status, WorkflowRef},
+    model::session::{PlanRecord, Session, WorkflowRef},
     rules::offers::{Offer, Policy, PolicyCache, offers},
 };
 
@@ -287,7 +287,7 @@ impl<'r> Pinned<'r> {
         let doc = self.workflow.doc();
         let step = self
             .active_step(session)
-            .filter(|_| session.status != Status::Completed);
+            .filter(|_| !session.status.is_terminal());
         let host_assets = match step {
             Some(s) if s.doc().kind == StepKind::Setup => self
                 .offers(session)
@@ -330,6 +330,9 @@ impl<'r> Pinned<'r> {
                         bytes: a.bytes,
                     })
                     .collect(),
+                remind_at: pending.remind_at.clone(),
+                expires_at: pending.expires_at.clone(),
+                on_expiry: pending.on_expiry,
             })
         });
         ActivePayload {
@@ -360,6 +363,10 @@ impl<'r> Pinned<'r> {
             findings: session.findings.clone(),
             provenance: None,
             approval,
+            deadline: session
+                .deadline
+                .clone()
+                .filter(|_| !session.status.is_terminal()),
         }
     }
 }

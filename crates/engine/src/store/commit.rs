@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::{AuditEntry, StoreError, StoreErrorKind, cache::SessionCache, encode_session};
 use crate::model::{
     chain::ChainLink,
-    session::{Session, SessionId},
+    session::{Session, SessionId, unix_seconds},
 };
 
 /// Writes one transaction holds at most.
@@ -41,6 +41,8 @@ pub(crate) struct SessionRow {
     pub(crate) updated_at: String,
     pub(crate) status: &'static str,
     pub(crate) columns: ListedColumns,
+    /// When its next timer is due, in seconds since the Unix epoch.
+    pub(crate) due_at: Option<i64>,
 }
 
 /// The columns a session list filters and shows without decoding state (`docs/engine.md` §7.4).
@@ -67,6 +69,7 @@ impl SessionRow {
             created_at: session.created_at.clone(),
             updated_at: session.updated_at.clone(),
             status: session.status.as_str(),
+            due_at: session.due_at().and_then(unix_seconds),
             columns: ListedColumns {
                 workflow: session.workflow.to_string(),
                 workflow_version: session.workflow_version.to_string(),

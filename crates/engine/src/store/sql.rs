@@ -227,7 +227,10 @@ const SECRET: &str = "SELECT value FROM secrets WHERE name = $1";
 const STATE: &str = "SELECT state FROM sessions WHERE id = $1";
 /// What says whether a cached session is still the stored one, without its state.
 const REVISION: &str = "SELECT revision, created_at FROM sessions WHERE id = $1";
-const OPEN_SESSIONS: &str = "SELECT COUNT(*) FROM sessions WHERE status <> 'completed'";
+const OPEN_SESSIONS: &str =
+    "SELECT COUNT(*) FROM sessions WHERE status NOT IN ('completed', 'expired')";
+/// The sessions with a timer due, earliest first (2 values: now in Unix seconds, limit).
+const DUE_SESSIONS: &str = "SELECT id FROM sessions WHERE due_at <= $1 ORDER BY due_at LIMIT $2";
 
 #[async_trait]
 impl<B: Backend> Store for SqlStore<B>
@@ -421,6 +424,20 @@ where
         limit: u32,
     ) -> Result<Vec<AuditEntry>, StoreError> {
         audit_log::recent(&self.pool, session, limit).await
+    }
+
+    async fn due_sessions(&self, now: i64, limit: u32) -> Result<Vec<SessionId>, StoreError> {
+        let ids: Vec<String> = sqlx::query_scalar::<B::Db, String>(DUE_SESSIONS)
+            .bind(now)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        ids.iter()
+            .map(|id| {
+                id.parse()
+                    .map_err(|e| StoreError::new(StoreErrorKind::Corrupt, e))
+            })
+            .collect()
     }
 
     async fn open_sessions(&self) -> Result<u64, StoreError> {

@@ -80,7 +80,7 @@ const SESSION_KEPT: [SessionColumn; 8] = [
 ];
 
 /// The session columns a change rewrites.
-const SESSION_CHANGED: [SessionColumn; 7] = [
+const SESSION_CHANGED: [SessionColumn; 8] = [
     ("revision", |r| integer(r.revision)),
     ("seq", |r| integer(r.seq)),
     ("state", |r| text(&r.state)),
@@ -88,6 +88,7 @@ const SESSION_CHANGED: [SessionColumn; 7] = [
     ("status", |r| text(r.status)),
     ("step_index", |r| integer(r.columns.step_index)),
     ("revise_rounds", |r| integer(r.columns.revise_rounds)),
+    ("due_at", |r| Value::Integer(r.due_at)),
 ];
 
 /// What an audit row holds beside its entry's own fields: the entry's lists and records as
@@ -415,7 +416,7 @@ const ANCHOR_SET: &str = "UPDATE audit_chains SET anchor = $1 WHERE chain = $2";
 /// Deletes at most a batch of completed sessions last changed before the cutoff, returning
 /// their ids (2 values: cutoff, batch).
 const DELETE_SESSIONS: &str = "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions \
-    WHERE status = 'completed' AND updated_at < $1 LIMIT $2) RETURNING id";
+    WHERE status IN ('completed', 'expired') AND updated_at < $1 LIMIT $2) RETURNING id";
 
 /// Applies retention on either backend (`docs/engine.md` §7.3): each batch commits with the
 /// cutoff it is allowed by and, for every chain it pruned, a retention anchor signed with `key`
