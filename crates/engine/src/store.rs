@@ -148,7 +148,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn append_audit(&self, audit: &AuditEntry) -> Result<(), StoreError>;
 
     /// Applies retention: deletes audit entries recorded before `before` (RFC 3339, UTC) and
-    /// completed sessions last changed before it, in bounded batches (`docs/engine.md` §7.3),
+    /// completed or expired sessions last changed before it, in bounded batches (`docs/engine.md` §7.3),
     /// leaving for each chain it pruned an anchor signed with `key` (§7.6).
     async fn prune(&self, before: &str, key: &ProvenanceKey) -> Result<Pruned, StoreError>;
 

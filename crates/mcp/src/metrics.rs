@@ -65,6 +65,7 @@ pub struct Metrics {
     reload_failures: Counter,
     releases_rewritten: Counter,
     task_failures: Family<TaskLabel, Counter>,
+    timers_fired: Counter,
 }
 
 /// What the metrics page shows besides the counters, read when it is rendered.
@@ -126,6 +127,12 @@ impl Default for Metrics {
             "Background tasks that failed (a retention pass, or a task that panicked and was started again)",
             task_failures.clone(),
         );
+        let timers_fired = Counter::default();
+        registry.register(
+            "rimthan_timers_fired",
+            "Sign-off reminders and expiries and step deadlines this server fired",
+            timers_fired.clone(),
+        );
         Self {
             registry,
             calls,
@@ -134,6 +141,7 @@ impl Default for Metrics {
             reload_failures,
             releases_rewritten,
             task_failures,
+            timers_fired,
         }
     }
 }
@@ -176,6 +184,11 @@ impl Metrics {
     /// Counts a failure of the background task `task`.
     pub fn background_task_failure(&self, task: &'static str) {
         self.task_failures.get_or_create(&TaskLabel { task }).inc();
+    }
+
+    /// Counts timers this server fired.
+    pub fn timers_fired(&self, fired: usize) {
+        self.timers_fired.inc_by(fired as u64);
     }
 
     /// The OpenMetrics text exposition ([`CONTENT_TYPE`]).

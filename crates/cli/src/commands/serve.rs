@@ -186,6 +186,8 @@ pub(crate) struct ServeArgs {
 const RETENTION_INTERVAL: Duration = Duration::from_secs(3600);
 /// How often the audit chains' heads are sealed.
 const SEAL_INTERVAL: Duration = Duration::from_secs(300);
+/// How often due timers are looked for: a reminder or an expiry fires within this of its time.
+const TIMER_POLL: Duration = Duration::from_secs(2);
 
 /// The longest `--retain-days` (100 years): the cutoff of anything longer is not a time.
 const MAX_RETAIN_DAYS: u32 = 36_500;
@@ -244,6 +246,43 @@ fn seal_periodically(engine: Arc<Engine>, metrics: Arc<rimthan_mcp::Metrics>) {
                     Err(e) => {
                         metrics.background_task_failure("seal");
                         tracing::error!(error = %e, "sealing the audit chains failed; retrying at the next seal")
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// Fires the sessions' due timers (sign-off reminders and expiries, step deadlines) every
+/// [`TIMER_POLL`], and again at once after a full batch (`docs/engine.md` §6.3). Every replica
+/// runs it; of two firing the same timer, one does.
+fn fire_timers(engine: Arc<Engine>, metrics: Arc<rimthan_mcp::Metrics>) {
+    let counted = metrics.clone();
+    rimthan_mcp::tasks::supervise("timers", metrics, move || {
+        let (engine, metrics) = (engine.clone(), counted.clone());
+        async move {
+            let mut ticks = tokio::time::interval(TIMER_POLL);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                loop {
+                    let now = time::OffsetDateTime::now_utc()
+                        .replace_nanosecond(0)
+                        .expect("0 ns is valid")
+                        .format(&time::format_description::well_known::Rfc3339)
+                        .expect("UTC times format");
+                    match engine.fire_due(&now).await {
+                        Ok(pass) => {
+                            metrics.timers_fired(pass.fired);
+                            if pass.due < rimthan_engine::TIMER_BATCH as usize {
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            metrics.background_task_failure("timers");
+                            tracing::error!(error = %e, "firing due timers failed; retrying at the next poll");
+                            break;
+                        }
                     }
                 }
             }
@@ -365,6 +404,7 @@ impl ServeArgs {
                 retain(server.engine().clone(), days, server.metrics().clone());
             }
             seal_periodically(server.engine().clone(), server.metrics().clone());
+            fire_timers(server.engine().clone(), server.metrics().clone());
             if let Some(auth) = &auth {
                 auth.verifier.start();
                 reload_credentials_on_hangup(auth.verifier.clone());
