@@ -215,6 +215,39 @@ pub(crate) async fn a_reminder_then_an_expiry_fire_at_their_time(store: Arc<dyn 
     );
     // Nothing is timed while the step is revised (its step has no deadline).
     assert_eq!(at.fire(&plus(&asked, 30 * DAY)).await, 0);
+
+    // Submitted again and approved, the session completes, and its statement says what fired.
+    let mut at = at;
+    at.payload = view;
+    at.payload = at
+        .pass(&[
+            ("plan/plan.json", PLAN),
+            ("note/note.md", NOTE_OK),
+            ("note/migrate.sql", SQL_OK),
+        ])
+        .await;
+    assert_eq!(at.payload.status, Status::AwaitingApproval);
+    let req = DecisionRequest {
+        session: at.id.clone(),
+        step: "write-note".parse().unwrap(),
+        revision: at.stored().await.revision,
+        expected: Default::default(),
+        decision: Decision::Approve { note: None },
+    };
+    at.engine.decide(req, &facilitator()).await.unwrap();
+    let done = at.read().await;
+    assert_eq!(done.status, Status::Completed);
+    let envelope = serde_json::to_value(&done.provenance.unwrap().content).unwrap();
+    let payload = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        envelope["payload"].as_str().unwrap(),
+    )
+    .unwrap();
+    let statement: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+    let timers = &statement["predicate"]["steps"][2]["timers"];
+    assert_eq!(timers[0]["timer"], "reminder", "{timers:#}");
+    assert_eq!(timers[1]["timer"], "signoff_expired", "{timers:#}");
+    assert_eq!(timers[1]["on_expiry"], "send_back", "{timers:#}");
     // The chain still verifies with the server's entries in it.
     let report = rimthan_engine::chain::verify_session_chain(at.store.as_ref(), &at.id)
         .await

@@ -86,6 +86,12 @@ pub fn session_statement(session: &Session, facts: &StatementFacts) -> Statement
                     .map(|s| s.approvals.clone())
                     .unwrap_or_default(),
                 waivers: signed.map(|s| s.waivers).unwrap_or_default(),
+                timers: session
+                    .timer_events
+                    .iter()
+                    .filter(|t| &t.step == id)
+                    .cloned()
+                    .collect(),
             }
         })
         .collect();

@@ -186,6 +186,9 @@ pub struct StepEvidence {
     /// The failed check findings an approver waived, each with its reason.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub waivers: Vec<crate::model::approval::Waiver>,
+    /// The reminders and expiries of its sign-off and deadline that fired, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timers: Vec<crate::model::session::TimerEvent>,
 }
 
 /// One validator's report on a step.

@@ -312,6 +312,10 @@ pub struct Session {
     /// When the active step's work is due, if its step declares a deadline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<Deadline>,
+    /// The timers that fired, oldest first (the last [`TIMER_EVENTS_KEPT`]): what the
+    /// provenance statement says of each step's reminders and expiries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timer_events: Vec<TimerEvent>,
     /// Who signed off each step that needed it, and what they waived.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub signoffs: BTreeMap<StepId, SignedOff>,
@@ -336,6 +340,39 @@ pub struct Deadline {
     #[schemars(with = "String")]
     pub on_expiry: rimthan_registry::OnExpiry,
 }
+
+/// A timer that fired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TimerEvent {
+    /// The step it belonged to.
+    pub step: String,
+    /// What fired.
+    pub timer: TimerKind,
+    /// RFC 3339 time it was due.
+    pub due_at: String,
+    /// RFC 3339 time it fired.
+    pub at: String,
+    /// What it did: `send_back` or `fail` for an expiry; none for a reminder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub on_expiry: Option<rimthan_registry::OnExpiry>,
+}
+
+/// What kind of timer fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TimerKind {
+    /// The sign-off's deciders were reminded.
+    Reminder,
+    /// The sign-off expired undecided.
+    SignoffExpired,
+    /// The step's deadline passed.
+    DeadlinePassed,
+}
+
+/// How many fired timers a session keeps: a step sent back by its deadline again and again
+/// cannot grow the stored session without bound.
+pub(crate) const TIMER_EVENTS_KEPT: usize = 64;
 
 /// How a step was signed off.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -392,6 +429,13 @@ impl Session {
         });
         let excess = rounds.len().saturating_sub(REPORT_ROUNDS_KEPT);
         rounds.drain(..excess);
+    }
+
+    /// Records a fired timer, forgetting the oldest beyond the bound.
+    pub(crate) fn record_timer(&mut self, event: TimerEvent) {
+        self.timer_events.push(event);
+        let excess = self.timer_events.len().saturating_sub(TIMER_EVENTS_KEPT);
+        self.timer_events.drain(..excess);
     }
 
     /// Records that a plan is no longer pending, forgetting the oldest beyond a bound.

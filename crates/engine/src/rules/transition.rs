@@ -19,7 +19,8 @@ use crate::{
         request::{Report, RepositoryPolicy, Severity, Verdict},
         session::{
             AcceptedArtifact, Deadline, Finding, HostBinding, LastRequest, PlanRecord, Principal,
-            Session, SessionId, SignedOff, Status, later_by, seconds_between,
+            Session, SessionId, SignedOff, Status, TimerEvent, TimerKind, later_by,
+            seconds_between,
         },
     },
     rules::{
@@ -66,6 +67,7 @@ pub(crate) fn started(start: Start<'_>, now: &str) -> Session {
         step_entered_at: Some(now.to_owned()),
         approval: None,
         deadline: deadline_of(start.workflow, 0, now),
+        timer_events: Vec::new(),
         signoffs: Default::default(),
         sent_back_texts: Default::default(),
         created_at: now.to_owned(),
@@ -461,7 +463,7 @@ pub(crate) fn fired(
 ) -> Option<(Session, Fired, AuditDecision)> {
     let due = |at: Option<&str>| at.is_some_and(|at| at <= now);
     let mut next = session.clone();
-    let (fired, step, note) = match (session.status, &session.approval, &session.deadline) {
+    let (fired, step, note, due_at) = match (session.status, &session.approval, &session.deadline) {
         (Status::AwaitingApproval, Some(pending), _) if due(pending.expires_at.as_deref()) => {
             let on_expiry = pending.on_expiry.unwrap_or(OnExpiry::SendBack);
             let asked = pending.requested_at.as_deref().unwrap_or("earlier");
@@ -490,10 +492,12 @@ pub(crate) fn fired(
                     ))];
                 }
             }
+            let due_at = pending.expires_at.clone();
             (
                 Fired::ApprovalExpired(on_expiry),
                 pending.step.to_string(),
                 note,
+                due_at,
             )
         }
         (Status::AwaitingApproval, Some(pending), _) if due(pending.remind_at.as_deref()) => {
@@ -501,7 +505,8 @@ pub(crate) fn fired(
             pending_next.remind_at = None;
             pending_next.reminded_at = Some(now.to_owned());
             let note = format!("The sign-off of step {} still waits.", pending.step);
-            (Fired::Reminded, pending.step.to_string(), note)
+            let due_at = pending.remind_at.clone();
+            (Fired::Reminded, pending.step.to_string(), note, due_at)
         }
         (Status::Active | Status::Revise, _, Some(deadline)) if due(Some(&deadline.at)) => {
             let note = format!(
@@ -528,14 +533,28 @@ pub(crate) fn fired(
                     ))];
                 }
             }
+            let due_at = Some(deadline.at.clone());
             (
                 Fired::DeadlinePassed(deadline.on_expiry),
                 deadline.step.clone(),
                 note,
+                due_at,
             )
         }
         _ => return None,
     };
+    let (timer, on_expiry) = match fired {
+        Fired::Reminded => (TimerKind::Reminder, None),
+        Fired::ApprovalExpired(on) => (TimerKind::SignoffExpired, Some(on)),
+        Fired::DeadlinePassed(on) => (TimerKind::DeadlinePassed, Some(on)),
+    };
+    next.record_timer(TimerEvent {
+        step: step.clone(),
+        timer,
+        due_at: due_at.unwrap_or_else(|| now.to_owned()),
+        at: now.to_owned(),
+        on_expiry,
+    });
     // An identical retry of the harness's last call no longer describes the session.
     next.last_change = None;
     next.updated_at = now.to_owned();
