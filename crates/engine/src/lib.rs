@@ -53,6 +53,9 @@ pub use model::bounds::{
 pub use model::checkpoint::{Checkpoint, CheckpointKey, MIN_SECRET_BYTES};
 pub use model::checks::{CheckFinding, CheckRecord, CheckVerdict, MAX_KEPT_CHECK_FINDINGS};
 pub use model::codes::{Code, Failure};
+pub use model::notify::{
+    DeliveryOutcome, DeliveryRecord, EventKind, Notice, NotifyConfig, OutboxCounts, WebhookDelivery,
+};
 pub use model::payload::*;
 pub use model::request::*;
 pub use model::session::{

@@ -8,6 +8,7 @@ mod cache;
 mod chains;
 mod commit;
 mod listing;
+mod outbox;
 mod postgres;
 mod seals;
 mod sql;
@@ -35,6 +36,7 @@ use crate::{
     model::audit::{Operation, Outcome},
     model::chain::{ChainHead, ChainLink, StoredLink},
     model::codes::Code,
+    model::notify::{DeliveryOutcome, DeliveryRecord, Notice, OutboxCounts, WebhookDelivery},
     model::provenance::ProvenanceKey,
     model::session::{Session, SessionId},
 };
@@ -136,11 +138,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Replaces a session if its stored revision is still `expected_revision`, appending the
     /// audit entry in the same transaction. Returns the entry's link in the session's chain when
     /// it swapped, `None` when another change came first.
+    /// `notices`, the webhook events the change causes, join the outbox in that transaction.
     async fn update_session(
         &self,
         expected_revision: u64,
         session: &Session,
         audit: &AuditEntry,
+        notices: &[Notice],
     ) -> Result<Option<ChainLink>, StoreError>;
 
     /// Appends an audit entry for an outcome that changed no state. Backends may trade the
@@ -200,6 +204,31 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         session: &SessionId,
         limit: u32,
     ) -> Result<Vec<AuditEntry>, StoreError>;
+
+    /// Leases at most `limit` webhook deliveries due at `now` (Unix seconds) until
+    /// `lease_until`, counting the attempt: rows another replica holds are skipped, and a lease
+    /// that ran out is taken again.
+    async fn claim_deliveries(
+        &self,
+        now: i64,
+        lease_until: i64,
+        limit: u32,
+    ) -> Result<Vec<WebhookDelivery>, StoreError>;
+
+    /// Records how an attempt ended: a delivered row is deleted, a retried one waits, a failed
+    /// one is kept as failed.
+    async fn finish_delivery(&self, id: i64, outcome: &DeliveryOutcome) -> Result<(), StoreError>;
+
+    /// How many deliveries wait and how many failed.
+    async fn outbox_counts(&self) -> Result<OutboxCounts, StoreError>;
+
+    /// The undelivered deliveries of a session, or the failed ones of every session, newest
+    /// last, at most `limit`.
+    async fn deliveries(
+        &self,
+        session: Option<&SessionId>,
+        limit: u32,
+    ) -> Result<Vec<DeliveryRecord>, StoreError>;
 
     /// The sessions with a timer due at or before `now` (Unix seconds), earliest first, at
     /// most `limit`: read from an indexed column (`docs/engine.md` §6.3).

@@ -331,7 +331,7 @@ pub(crate) async fn a_change_whose_caller_hung_up_is_read_back_as_committed(stor
     let audit = store.audit_log(&id).await.unwrap().remove(0);
     // Polled once, which queues the write, then dropped while it waits for the commit.
     {
-        let mut write = std::pin::pin!(store.update_session(stored.revision, &next, &audit));
+        let mut write = std::pin::pin!(store.update_session(stored.revision, &next, &audit, &[]));
         let mut context = std::task::Context::from_waker(std::task::Waker::noop());
         let _ = write.as_mut().poll(&mut context);
     }

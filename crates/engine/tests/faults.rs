@@ -77,6 +77,7 @@ impl Store for FailingStore {
         expected: u64,
         session: &Session,
         audit: &AuditEntry,
+        notices: &[rimthan_engine::Notice],
     ) -> Result<Option<ChainLink>, StoreError> {
         self.check("update_session")?;
         let lose = self.losing.fetch_update(
@@ -87,7 +88,9 @@ impl Store for FailingStore {
         if lose.is_ok() {
             return Ok(None);
         }
-        self.inner.update_session(expected, session, audit).await
+        self.inner
+            .update_session(expected, session, audit, notices)
+            .await
     }
     async fn append_audit(&self, audit: &AuditEntry) -> Result<(), StoreError> {
         self.check("append_audit")?;
@@ -153,6 +156,35 @@ impl Store for FailingStore {
     ) -> Result<Vec<rimthan_engine::SessionId>, StoreError> {
         self.check("due_sessions")?;
         self.inner.due_sessions(now, limit).await
+    }
+    async fn claim_deliveries(
+        &self,
+        now: i64,
+        lease_until: i64,
+        limit: u32,
+    ) -> Result<Vec<rimthan_engine::WebhookDelivery>, StoreError> {
+        self.check("claim_deliveries")?;
+        self.inner.claim_deliveries(now, lease_until, limit).await
+    }
+    async fn finish_delivery(
+        &self,
+        id: i64,
+        outcome: &rimthan_engine::DeliveryOutcome,
+    ) -> Result<(), StoreError> {
+        self.check("finish_delivery")?;
+        self.inner.finish_delivery(id, outcome).await
+    }
+    async fn outbox_counts(&self) -> Result<rimthan_engine::OutboxCounts, StoreError> {
+        self.check("outbox_counts")?;
+        self.inner.outbox_counts().await
+    }
+    async fn deliveries(
+        &self,
+        session: Option<&SessionId>,
+        limit: u32,
+    ) -> Result<Vec<rimthan_engine::DeliveryRecord>, StoreError> {
+        self.check("deliveries")?;
+        self.inner.deliveries(session, limit).await
     }
     async fn open_sessions(&self) -> Result<u64, StoreError> {
         self.check("open_sessions")?;

@@ -22,3 +22,4 @@ mod submissions;
 mod tenants;
 mod timers;
 mod upgrade;
+mod webhooks;

@@ -7,8 +7,8 @@
 use std::{collections::BTreeMap, path::Path, sync::Arc};
 
 use rimthan_engine::{
-    ActivePayload, ActiveStepRequest, Engine, Operation, Outcome, Principal, Releases, SessionId,
-    Status, StepResult, Store, Verdict,
+    ActivePayload, ActiveStepRequest, Engine, NotifyConfig, Operation, Outcome, Principal,
+    Releases, SessionId, Status, StepResult, Store, Verdict,
     approval::{Approver, Decision, DecisionRequest, DecisionResult, FacilitatorOf, Identity},
 };
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
@@ -38,16 +38,28 @@ pub(crate) const DAY: i64 = 24 * HOUR;
 
 /// A session of `pat` on workflow version `version` of the timed release.
 pub(crate) struct Timed {
-    engine: Engine,
-    store: Arc<dyn Store>,
-    payload: ActivePayload,
-    id: SessionId,
+    pub(crate) engine: Engine,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) payload: ActivePayload,
+    pub(crate) id: SessionId,
 }
 
 impl Timed {
     /// At `draft-plan`, whose deadline runs.
     async fn at_draft_plan(store: Arc<dyn Store>, version: &str) -> Self {
-        let engine = Engine::new(releases(), store.clone(), None).await.unwrap();
+        Self::at_draft_plan_notifying(store, version, None).await
+    }
+
+    /// At `draft-plan`, on an engine that sends webhook events to `notify`.
+    pub(crate) async fn at_draft_plan_notifying(
+        store: Arc<dyn Store>,
+        version: &str,
+        notify: Option<NotifyConfig>,
+    ) -> Self {
+        let mut engine = Engine::new(releases(), store.clone(), None).await.unwrap();
+        if let Some(notify) = notify {
+            engine = engine.with_notify(notify);
+        }
         let me = participant();
         let mut start = start();
         start.workflow_version = Some(version.parse().unwrap());
@@ -75,7 +87,17 @@ impl Timed {
 
     /// At `write-note`, waiting for sign-off.
     pub(crate) async fn awaiting_sign_off(store: Arc<dyn Store>, version: &str) -> Self {
-        let mut at = Self::at_draft_plan(store, version).await;
+        Self::awaiting_sign_off_notifying(store, version, None).await
+    }
+
+    /// At `write-note`, waiting for sign-off, on an engine that sends webhook events to
+    /// `notify`.
+    pub(crate) async fn awaiting_sign_off_notifying(
+        store: Arc<dyn Store>,
+        version: &str,
+        notify: Option<NotifyConfig>,
+    ) -> Self {
+        let mut at = Self::at_draft_plan_notifying(store, version, notify).await;
         at.payload = at.pass(&[("plan/plan.json", PLAN)]).await;
         at.payload = at
             .pass(&[
@@ -107,7 +129,7 @@ impl Timed {
         )
     }
 
-    async fn stored(&self) -> Arc<rimthan_engine::Session> {
+    pub(crate) async fn stored(&self) -> Arc<rimthan_engine::Session> {
         self.store.load_session(&self.id).await.unwrap().unwrap()
     }
 
@@ -124,7 +146,7 @@ impl Timed {
     }
 
     /// The participant's view.
-    async fn read(&self) -> ActivePayload {
+    pub(crate) async fn read(&self) -> ActivePayload {
         let req = ActiveStepRequest {
             checkpoint: self.payload.checkpoint.clone(),
         };
@@ -158,12 +180,12 @@ impl Timed {
             .collect()
     }
 
-    async fn fire(&self, at: &str) -> usize {
+    pub(crate) async fn fire(&self, at: &str) -> usize {
         self.engine.fire_due(at).await.unwrap().fired
     }
 }
 
-fn facilitator() -> Approver {
+pub(crate) fn facilitator() -> Approver {
     Approver {
         principal: Principal {
             subject: "fran".into(),

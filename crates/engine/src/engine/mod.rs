@@ -62,6 +62,8 @@ pub struct Engine {
     steps: active_step::StepCache,
     /// Deterministic check runs made since start (`checks_run`).
     checks_run: std::sync::atomic::AtomicU64,
+    /// Where webhook events go; none writes no events.
+    notify: Option<crate::model::notify::NotifyConfig>,
 }
 
 impl Engine {
@@ -140,6 +142,7 @@ impl Engine {
             retired,
             steps: active_step::StepCache::new(ACTIVE_STEP_CACHE_BOUNDS),
             checks_run: std::sync::atomic::AtomicU64::new(0),
+            notify: None,
         })
     }
 

@@ -4,18 +4,48 @@
 use rimthan_registry::{Sha256Digest, to_canonical_bytes};
 use serde::Serialize;
 
-use super::Engine;
+use super::{Engine, access::Opened};
 use crate::{
     error::EngineError,
     model::audit::{AuditEntry, Operation, Outcome},
     model::codes::Failure,
+    model::notify::{Notice, NotifyConfig},
     model::payload::Rejected,
     model::request::{PrepareRequest, SubmitRequest},
     model::session::WorkflowRef,
     model::session::{LastRequest, Principal, RequestTool, Session, now_rfc3339},
+    rules::notify,
 };
 
 impl Engine {
+    /// Sends every change's webhook events to `config`'s receivers (`serve --notify-url`):
+    /// each joins the outbox in the change's own transaction.
+    pub fn with_notify(mut self, config: NotifyConfig) -> Self {
+        self.notify = Some(config).filter(|c| !c.endpoints.is_empty());
+        self
+    }
+
+    /// The webhook events of storing `next` over the session `opened` read, with `audit`.
+    pub(super) fn notices(
+        &self,
+        opened: &Opened,
+        next: &Session,
+        audit: &AuditEntry,
+    ) -> Vec<Notice> {
+        let Some(config) = &self.notify else {
+            return Vec::new();
+        };
+        notify::notices(
+            config,
+            opened.release(),
+            opened.session(),
+            next,
+            audit.tool,
+            audit.principal.as_deref(),
+            &audit.at,
+        )
+    }
+
     pub(super) fn audit(
         &self,
         tool: Operation,

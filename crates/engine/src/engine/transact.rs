@@ -94,9 +94,10 @@ impl Engine {
                 } => {
                     let read = opened.session();
                     next.revision = stored_revision(read);
+                    let notices = self.notices(&opened, &next, &audit);
                     if let Some(link) = self
                         .store
-                        .update_session(read.revision, &next, &audit)
+                        .update_session(read.revision, &next, &audit, &notices)
                         .await?
                     {
                         return Ok(Done {

@@ -10,6 +10,7 @@ pub(crate) mod chain;
 pub(crate) mod checkpoint;
 pub(crate) mod checks;
 pub(crate) mod codes;
+pub(crate) mod notify;
 pub(crate) mod payload;
 pub(crate) mod provenance;
 pub(crate) mod request;

@@ -7,6 +7,7 @@ pub(crate) mod approval;
 pub(crate) mod attestation;
 pub(crate) mod blockers;
 pub(crate) mod checks;
+pub(crate) mod notify;
 pub(crate) mod offers;
 pub(crate) mod reports;
 pub(crate) mod schema;

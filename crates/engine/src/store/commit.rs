@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::{AuditEntry, StoreError, StoreErrorKind, cache::SessionCache, encode_session};
 use crate::model::{
     chain::ChainLink,
+    notify::Notice,
     session::{Session, SessionId, unix_seconds},
 };
 
@@ -92,11 +93,13 @@ impl SessionRow {
 pub(crate) enum Write {
     /// A new session and its audit entry.
     Insert(SessionRow, AuditEntry),
-    /// A session replaced if still at `expected` revision, with its audit entry if it was.
+    /// A session replaced if still at `expected` revision, with its audit entry and the
+    /// webhook events it causes if it was.
     Update {
         expected: i64,
         row: SessionRow,
         audit: AuditEntry,
+        notices: Vec<Notice>,
     },
     /// An audit entry of a call that changed no state.
     Audit(AuditEntry),

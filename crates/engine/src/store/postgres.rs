@@ -29,6 +29,7 @@ impl Backend for Postgres {
 
     const FAILED_VALIDATORS: &'static str =
         "LATERAL jsonb_array_elements_text(a.failed::jsonb) AS f(value)";
+    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
 
     fn placeholder(n: usize) -> String {
         format!("${n}")

@@ -19,12 +19,13 @@ use super::{
     commit::{Apply, Committer, SessionRow, Took, Write},
     decode_session,
     listing::{self, SummaryRow},
-    seals,
+    outbox, seals,
     stats::{self, FailureRow, SessionCountRow, StepRow, WorkflowRow},
     writes::{self, Statements},
 };
 use crate::{
     model::chain::{ChainHead, ChainLink, StoredLink},
+    model::notify::{DeliveryOutcome, DeliveryRecord, Notice, OutboxCounts, WebhookDelivery},
     model::provenance::ProvenanceKey,
     model::session::{Session, SessionId},
 };
@@ -53,6 +54,10 @@ pub trait Backend: std::fmt::Debug + Send + Sync + 'static {
     /// A `FROM` item that spreads audit row `a`'s failed validators (a JSON array of names)
     /// over rows `f`, one `value` each.
     const FAILED_VALIDATORS: &'static str;
+
+    /// What a subquery that picks rows to claim appends so that two replicas claiming at once
+    /// take different rows rather than wait for each other (PostgreSQL); SQLite has one writer.
+    const SKIP_LOCKED: &'static str;
 
     /// The placeholder of a write statement's `n`th value (from 1), its values bound in order.
     fn placeholder(n: usize) -> String;
@@ -337,12 +342,14 @@ where
         expected_revision: u64,
         session: &Session,
         audit: &AuditEntry,
+        notices: &[Notice],
     ) -> Result<Option<ChainLink>, StoreError> {
         let writer = self.writer()?;
         let write = Write::Update {
             expected: expected_revision as i64,
             row: SessionRow::of(session)?,
             audit: audit.clone(),
+            notices: notices.to_vec(),
         };
         Ok(match writer.changes.write(write).await? {
             Took::Linked(link) => Some(link),
@@ -424,6 +431,31 @@ where
         limit: u32,
     ) -> Result<Vec<AuditEntry>, StoreError> {
         audit_log::recent(&self.pool, session, limit).await
+    }
+
+    async fn claim_deliveries(
+        &self,
+        now: i64,
+        lease_until: i64,
+        limit: u32,
+    ) -> Result<Vec<WebhookDelivery>, StoreError> {
+        outbox::claim::<B::Db>(&self.pool, B::SKIP_LOCKED, now, lease_until, limit).await
+    }
+
+    async fn finish_delivery(&self, id: i64, outcome: &DeliveryOutcome) -> Result<(), StoreError> {
+        outbox::finish::<B::Db>(&self.pool, id, outcome).await
+    }
+
+    async fn outbox_counts(&self) -> Result<OutboxCounts, StoreError> {
+        outbox::counts::<B::Db>(&self.pool).await
+    }
+
+    async fn deliveries(
+        &self,
+        session: Option<&SessionId>,
+        limit: u32,
+    ) -> Result<Vec<DeliveryRecord>, StoreError> {
+        outbox::records::<B::Db>(&self.pool, session, limit).await
     }
 
     async fn due_sessions(&self, now: i64, limit: u32) -> Result<Vec<SessionId>, StoreError> {

@@ -27,6 +27,7 @@ impl Backend for Sqlite {
     const UNFLUSHED: Option<&'static str> = None;
 
     const FAILED_VALIDATORS: &'static str = "json_each(a.failed) AS f";
+    const SKIP_LOCKED: &'static str = "";
 
     /// Plain `?`: SQLite binds them in order, without looking up each value's name.
     fn placeholder(_: usize) -> String {

@@ -165,6 +165,8 @@ pub(crate) struct Statements {
     update_session: String,
     /// An audit entry ([`AUDIT_COLUMNS`]).
     insert_audit: String,
+    /// A webhook event for one receiver (7 values).
+    insert_notice: String,
     /// See [`Backend::placeholder`].
     placeholder: fn(usize) -> String,
     /// See [`Backend::PROBE`].
@@ -201,6 +203,18 @@ impl Statements {
                 B::placeholder(changed + 2)
             ),
             insert_audit: insert("audit_log", &AUDIT_COLUMNS.map(|(name, _)| name)),
+            insert_notice: insert(
+                "webhook_outbox",
+                &[
+                    "event_id",
+                    "endpoint",
+                    "session_id",
+                    "event_type",
+                    "body",
+                    "created_at",
+                    "next_attempt_at",
+                ],
+            ),
             placeholder: B::placeholder,
             probe: B::PROBE,
         }
@@ -306,6 +320,7 @@ where
                 expected,
                 row,
                 audit,
+                notices,
             } => {
                 let values = SESSION_CHANGED
                     .iter()
@@ -316,7 +331,22 @@ where
                     .await?
                     .is_some();
                 if swapped {
-                    Took::Linked(insert_audit::<DB>(&mut *conn, sql, audit, &mut chains).await?)
+                    let link = insert_audit::<DB>(&mut *conn, sql, audit, &mut chains).await?;
+                    for notice in notices {
+                        let values = [
+                            text(&notice.event_id),
+                            text(&notice.endpoint),
+                            text(&notice.session_id),
+                            text(notice.kind.as_str()),
+                            text(&notice.body),
+                            integer(notice.created_at),
+                            integer(notice.created_at),
+                        ];
+                        bind(sqlx::query::<DB>(&sql.insert_notice), values)
+                            .execute(&mut *conn)
+                            .await?;
+                    }
+                    Took::Linked(link)
                 } else {
                     Took::Lost
                 }
