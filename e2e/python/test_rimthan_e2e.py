@@ -44,6 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import anyio
 import mcp_types as types
 import pytest
@@ -337,7 +340,7 @@ SERVED_PEOPLE = {
 }
 
 
-def _start_http_server(workdir: Path, registry: Path | None = None) -> HttpServer:
+def _start_http_server(workdir: Path, registry: Path | None = None, extra: list[str] | None = None) -> HttpServer:
     binary = _require_binary()
     db = workdir / "db.sqlite"
     tokens = {name: f"rimthan-e2e-{name}-{os.urandom(8).hex()}" for name in SERVED_PEOPLE}
@@ -352,7 +355,7 @@ def _start_http_server(workdir: Path, registry: Path | None = None) -> HttpServe
             proc = subprocess.Popen(
                 [binary, "serve", "--listen", f"127.0.0.1:{port}", "--database-url", f"sqlite://{db}",
                  "--auth", "tokens", "--auth-tokens-file", str(token_file)]
-                + _registry_args(registry),
+                + _registry_args(registry) + (extra or []),
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
@@ -1314,3 +1317,96 @@ async def test_a_step_sent_back_by_an_approver_is_revised_and_two_approvals_comp
             done = await call_ok(client, GET_ACTIVE, {"checkpoint": payload["checkpoint"]})
             assert done["status"] == "completed", done
             assert done["provenance"]["content"]["payloadType"] == "application/vnd.in-toto+json"
+
+
+# Webhooks (docs/operations/deploy.md, Webhooks): a receiver that verifies every delivery with
+# the Standard Webhooks library, written by others, and was down while the events happened.
+from standardwebhooks.webhooks import Webhook  # noqa: E402
+
+
+class _Receiver:
+    """An HTTP receiver of signed events: 204 for each delivery the library verifies, 400 for
+    any it refuses; it keeps what it saw."""
+
+    def __init__(self, port: int, secret: str) -> None:
+        verifier = Webhook(secret)
+        self.seen: list[tuple[str, str]] = []
+        self.refused = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                try:
+                    event = verifier.verify(body, headers)
+                except Exception:  # noqa: BLE001 - any refusal is counted
+                    receiver.refused += 1
+                    self.send_response(400)
+                    self.end_headers()
+                    return
+                receiver.seen.append((headers["webhook-id"], event["type"]))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+
+
+def test_webhooks_reach_a_receiver_that_was_down_signed_and_each_event_once_per_id(tmp_path: Path) -> None:
+    secret = "whsec_" + base64.b64encode(os.urandom(32)).decode()
+    secret_file = tmp_path / "webhook.secret"
+    secret_file.write_text(secret)
+    port = _free_port()  # nothing listens here until the session is done
+    server = _start_http_server(tmp_path, None, ["--notify-url", f"http://127.0.0.1:{port}/hooks",
+                                                 "--notify-secret-file", str(secret_file)])
+    receiver = None
+    try:
+        project = tmp_path / "staged"
+
+        def run(*args: str, who: str = "participant") -> subprocess.CompletedProcess[bytes]:
+            return subprocess.run([_require_binary(), *args], stdin=subprocess.DEVNULL, capture_output=True,
+                                  timeout=300, env={**os.environ, "RIMTHAN_TOKEN": server.tokens[who]})
+
+        stage = ["stage", "--harness", "claude-code", "--url", server.url, "--project", str(project)]
+        staged = run(*stage, "--workflow", "schema-migration")
+        assert b"): awaiting_approval" in staged.stdout, staged.stdout
+        session = staged.stdout.split()[1].decode()
+        approved = run("sessions", "approve", session, "--step", "write-migration", "--server", server.base,
+                       who="facilitator")
+        assert approved.returncode == 0, approved.stderr
+        assert b"): completed" in run(*stage, "--resume").stdout
+
+        def metrics() -> str:
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            return opener.open(f"{server.base}/metrics", timeout=5).read().decode()
+
+        # The receiver is down: attempts fail and are retried later, and nothing is lost.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and 'deliveries_total{outcome="retried"}' not in metrics():
+            time.sleep(0.5)
+        assert 'rimthan_webhooks_pending 3' in metrics(), metrics()
+        receiver = _Receiver(port, secret)
+        wanted = {"approval.requested", "approval.decided", "session.completed"}
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and {t for _, t in receiver.seen} != wanted:
+            time.sleep(0.5)
+        assert {t for _, t in receiver.seen} == wanted, (receiver.seen, server.log_tail())
+        assert receiver.refused == 0
+        # Deduplicated by webhook-id, each event arrived once.
+        by_id = dict(receiver.seen)
+        assert sorted(by_id.values()) == sorted(wanted), receiver.seen
+        page = metrics()
+        assert 'rimthan_webhook_deliveries_total{outcome="delivered"} 3' in page, page
+        assert "rimthan_webhooks_pending 0" in page, page
+    finally:
+        if receiver is not None:
+            receiver.close()
+        _stop(server.proc)

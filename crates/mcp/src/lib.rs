@@ -32,6 +32,7 @@ mod sessions;
 pub mod tasks;
 pub mod throttle;
 mod tools;
+pub mod webhooks;
 
 pub use catalogue::{MAX_URI_BYTES, META_CACHE_SCOPE, PAGE_SIZE, TTL_IMMUTABLE_MS, TTL_MOVING_MS};
 pub use metrics::{Gauges, Metrics};

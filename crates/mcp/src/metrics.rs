@@ -66,6 +66,13 @@ pub struct Metrics {
     releases_rewritten: Counter,
     task_failures: Family<TaskLabel, Counter>,
     timers_fired: Counter,
+    deliveries: Family<OutcomeLabel, Counter>,
+}
+
+/// A webhook attempt's end.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
 }
 
 /// What the metrics page shows besides the counters, read when it is rendered.
@@ -86,6 +93,8 @@ pub struct Gauges {
     pub check_runs: u64,
     /// Credentials answered 429 since start (`crate::throttle::Throttle::refused`).
     pub throttled: u64,
+    /// Webhook deliveries waiting and given up on (None when the store did not answer).
+    pub outbox: Option<rimthan_engine::OutboxCounts>,
 }
 
 impl Default for Metrics {
@@ -133,7 +142,14 @@ impl Default for Metrics {
             "Sign-off reminders and expiries and step deadlines this server fired",
             timers_fired.clone(),
         );
+        let deliveries = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "rimthan_webhook_deliveries",
+            "Webhook attempts by how they ended: delivered, retried, failed (given up on)",
+            deliveries.clone(),
+        );
         Self {
+            deliveries,
             registry,
             calls,
             latency,
@@ -186,6 +202,13 @@ impl Metrics {
         self.task_failures.get_or_create(&TaskLabel { task }).inc();
     }
 
+    /// Counts a webhook attempt by how it ended.
+    pub fn webhook_delivery(&self, outcome: &'static str) {
+        self.deliveries
+            .get_or_create(&OutcomeLabel { outcome })
+            .inc();
+    }
+
     /// Counts timers this server fired.
     pub fn timers_fired(&self, fired: usize) {
         self.timers_fired.inc_by(fired as u64);
@@ -229,6 +252,22 @@ impl Metrics {
             "Credentials refused with 429: their address sent too many refused tokens",
             throttled,
         );
+        if let Some(outbox) = gauges.outbox {
+            let pending: Gauge = Gauge::default();
+            pending.set(i64::try_from(outbox.pending).unwrap_or(i64::MAX));
+            now.register(
+                "rimthan_webhooks_pending",
+                "Webhook deliveries waiting for an attempt or a retry",
+                pending,
+            );
+            let failed: Gauge = Gauge::default();
+            failed.set(i64::try_from(outbox.failed).unwrap_or(i64::MAX));
+            now.register(
+                "rimthan_webhooks_failed",
+                "Webhook deliveries given up on and kept as failed",
+                failed,
+            );
+        }
         let mut out = String::new();
         encode_registry(&mut out, &self.registry)
             .and_then(|()| encode_registry(&mut out, &now))
@@ -286,6 +325,7 @@ mod tests {
             manifest_sha256: "m".into(),
             check_runs: 0,
             throttled: 0,
+            outbox: None,
             caches: vec![(
                 "session",
                 CacheStats {

@@ -82,6 +82,7 @@ impl RimthanServer {
             caches: self.caches(),
             check_runs: self.engine.checks_run(),
             throttled,
+            outbox: self.engine.store().outbox_counts().await.ok(),
         })
     }
 

@@ -180,6 +180,13 @@ pub(crate) struct ServeArgs {
     /// before then (hourly, and at start); default: keep everything.
     #[arg(long, env = "RIMTHAN_RETAIN_DAYS", value_parser = clap::value_parser!(u32).range(1..=MAX_RETAIN_DAYS as i64))]
     retain_days: Option<u32>,
+    /// POST signed webhook events (sign-off requested, reminded, decided, expired; a session
+    /// completed) to this http(s) URL; repeat for more receivers. Needs --notify-secret-file.
+    #[arg(long, env = "RIMTHAN_NOTIFY_URL", value_delimiter = ',')]
+    notify_url: Vec<String>,
+    /// The file holding the webhooks' signing secret, `whsec_` and base64 (Standard Webhooks).
+    #[arg(long, env = "RIMTHAN_NOTIFY_SECRET_FILE")]
+    notify_secret_file: Option<PathBuf>,
 }
 
 /// How often retention runs, after the pass at start.
@@ -290,6 +297,78 @@ fn fire_timers(engine: Arc<Engine>, metrics: Arc<rimthan_mcp::Metrics>) {
     });
 }
 
+impl ServeArgs {
+    /// The webhook receivers and the sender signing for them, when `--notify-url` names any.
+    fn notify(
+        &self,
+    ) -> anyhow::Result<
+        Option<(
+            rimthan_engine::NotifyConfig,
+            Arc<rimthan_mcp::webhooks::Webhooks>,
+        )>,
+    > {
+        if self.notify_url.is_empty() {
+            if self.notify_secret_file.is_some() {
+                return Err(InputError(
+                    "--notify-secret-file is given without --notify-url; name the receivers".into(),
+                )
+                .into());
+            }
+            return Ok(None);
+        }
+        for url in &self.notify_url {
+            if origin_of(url).is_none() {
+                return Err(InputError(format!(
+                    "--notify-url {url:?} is not an http:// or https:// URL with a host"
+                ))
+                .into());
+            }
+        }
+        let Some(path) = &self.notify_secret_file else {
+            return Err(InputError(
+                "--notify-url needs --notify-secret-file: the whsec_ secret its events are signed \
+                 with"
+                    .into(),
+            )
+            .into());
+        };
+        let text = rimthan_registry::read_regular_file(path, 4096)
+            .map_err(|e| InputError(format!("--notify-secret-file {}: {e}", path.display())))?;
+        let secret: rimthan_mcp::webhooks::WebhookSecret =
+            String::from_utf8_lossy(&text)
+                .parse()
+                .map_err(|e| InputError(format!("--notify-secret-file {}: {e}", path.display())))?;
+        let webhooks = rimthan_mcp::webhooks::Webhooks::new(secret).map_err(InputError)?;
+        let origin = match &self.public_url {
+            Some(url) => origin_of(url).ok_or_else(|| {
+                InputError(format!(
+                    "--public-url {url:?} is not an http:// or https:// URL"
+                ))
+            })?,
+            None => format!("http://{}", self.listen),
+        };
+        let config = rimthan_engine::NotifyConfig {
+            endpoints: self.notify_url.clone(),
+            admin_origin: origin,
+        };
+        Ok(Some((config, Arc::new(webhooks))))
+    }
+}
+
+/// `scheme://host[:port]` of an http(s) URL with a host, and nothing else in it that does not
+/// belong in a URL.
+fn origin_of(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    if !matches!(scheme, "http" | "https")
+        || url.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return None;
+    }
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    (!host.is_empty() && !host.starts_with(':')).then(|| format!("{scheme}://{host}"))
+}
+
 /// Reads a provenance key file: the form `rimthan registry keygen` writes.
 fn read_provenance_key(path: &std::path::Path) -> anyhow::Result<ProvenanceKey> {
     let text = std::fs::read_to_string(path)
@@ -355,6 +434,7 @@ impl ServeArgs {
                 Some((read_provenance_key(path)?, retired))
             }
         };
+        let notify = self.notify()?;
         let profile = self.profile;
         if self.max_buffered_bytes < self.max_body_bytes {
             return Err(InputError(format!(
@@ -399,7 +479,14 @@ impl ServeArgs {
                 }
                 None => Engine::new(releases, store.clone(), secret).await?,
             };
+            let engine = match &notify {
+                Some((config, _)) => engine.with_notify(config.clone()),
+                None => engine,
+            };
             let server = RimthanServer::new(Arc::new(engine), profile);
+            if let Some((_, webhooks)) = notify {
+                webhooks.spawn(server.engine().clone(), server.metrics().clone());
+            }
             if let Some(days) = self.retain_days {
                 retain(server.engine().clone(), days, server.metrics().clone());
             }
