@@ -434,3 +434,95 @@ fn a_missing_step_file_is_source_invalid_with_exit_1() {
     );
     assert!(!err.contains("os error"), "{err}");
 }
+
+/// Every `--flag` named in the deploy guide's tables (`docs/operations/deploy.md`).
+fn deploy_guide_flags() -> std::collections::BTreeSet<String> {
+    let guide = std::fs::read_to_string(repo().join("docs/operations/deploy.md")).unwrap();
+    guide
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .flat_map(|l| {
+            l.match_indices("`--")
+                .map(|(i, _)| l[i + 3..].to_owned())
+                .collect::<Vec<_>>()
+        })
+        .map(|r| {
+            r.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn the_deploy_guide_tables_name_every_serve_flag() {
+    let missing: Vec<String> = help_flags("serve")
+        .difference(&deploy_guide_flags())
+        .cloned()
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/operations/deploy.md lacks {missing:?}"
+    );
+}
+
+#[test]
+fn a_notify_url_that_is_not_http_or_a_secret_that_is_not_whsec_exits_2_naming_the_flag() {
+    let work = tempfile::tempdir().unwrap();
+    let secret = work.path().join("secret");
+    let db = format!("sqlite://{}", work.path().join("db.sqlite").display());
+    let serve = |extra: &[&str]| {
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--database-url", &db];
+        args.extend_from_slice(extra);
+        rimthan(&args)
+    };
+    let secret_path = secret.to_str().unwrap();
+    std::fs::write(&secret, "hunter2").unwrap();
+    for (extra, names) in [
+        (
+            vec![
+                "--notify-url",
+                "ftp://hooks.example",
+                "--notify-secret-file",
+                secret_path,
+            ],
+            "--notify-url",
+        ),
+        (
+            vec!["--notify-url", "https://hooks.example/x"],
+            "--notify-secret-file",
+        ),
+        (
+            vec![
+                "--notify-url",
+                "https://hooks.example/x",
+                "--notify-secret-file",
+                secret_path,
+            ],
+            "whsec_",
+        ),
+        (
+            vec![
+                "--notify-url",
+                "https://hooks.example/x",
+                "--notify-secret-file",
+                "/no/such/file",
+            ],
+            "--notify-secret-file",
+        ),
+    ] {
+        let out = serve(&extra);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{extra:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains(names),
+            "{extra:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}

@@ -182,11 +182,11 @@ pub(crate) struct ServeArgs {
     retain_days: Option<u32>,
     /// POST signed webhook events (sign-off requested, reminded, decided, expired; a session
     /// completed) to this http(s) URL; repeat for more receivers. Needs --notify-secret-file.
-    #[arg(long, env = "RIMTHAN_NOTIFY_URL", value_delimiter = ',')]
+    #[arg(long, env = "RIMTHAN_NOTIFY_URL", value_delimiter = ',', value_parser = notify_url, requires = "notify_secret_file")]
     notify_url: Vec<String>,
     /// The file holding the webhooks' signing secret, `whsec_` and base64 (Standard Webhooks).
-    #[arg(long, env = "RIMTHAN_NOTIFY_SECRET_FILE")]
-    notify_secret_file: Option<PathBuf>,
+    #[arg(long, env = "RIMTHAN_NOTIFY_SECRET_FILE", value_parser = webhook_secret, requires = "notify_url")]
+    notify_secret_file: Option<rimthan_mcp::webhooks::WebhookSecret>,
 }
 
 /// How often retention runs, after the pass at start.
@@ -307,38 +307,11 @@ impl ServeArgs {
             Arc<rimthan_mcp::webhooks::Webhooks>,
         )>,
     > {
-        if self.notify_url.is_empty() {
-            if self.notify_secret_file.is_some() {
-                return Err(InputError(
-                    "--notify-secret-file is given without --notify-url; name the receivers".into(),
-                )
-                .into());
-            }
+        // clap holds the two flags together and parsed each.
+        let (false, Some(secret)) = (self.notify_url.is_empty(), &self.notify_secret_file) else {
             return Ok(None);
-        }
-        for url in &self.notify_url {
-            if origin_of(url).is_none() {
-                return Err(InputError(format!(
-                    "--notify-url {url:?} is not an http:// or https:// URL with a host"
-                ))
-                .into());
-            }
-        }
-        let Some(path) = &self.notify_secret_file else {
-            return Err(InputError(
-                "--notify-url needs --notify-secret-file: the whsec_ secret its events are signed \
-                 with"
-                    .into(),
-            )
-            .into());
         };
-        let text = rimthan_registry::read_regular_file(path, 4096)
-            .map_err(|e| InputError(format!("--notify-secret-file {}: {e}", path.display())))?;
-        let secret: rimthan_mcp::webhooks::WebhookSecret =
-            String::from_utf8_lossy(&text)
-                .parse()
-                .map_err(|e| InputError(format!("--notify-secret-file {}: {e}", path.display())))?;
-        let webhooks = rimthan_mcp::webhooks::Webhooks::new(secret).map_err(InputError)?;
+        let webhooks = rimthan_mcp::webhooks::Webhooks::new(secret.clone()).map_err(InputError)?;
         let origin = match &self.public_url {
             Some(url) => origin_of(url).ok_or_else(|| {
                 InputError(format!(
@@ -353,6 +326,20 @@ impl ServeArgs {
         };
         Ok(Some((config, Arc::new(webhooks))))
     }
+}
+
+/// `--notify-url`: an http(s) URL with a host.
+fn notify_url(url: &str) -> Result<String, String> {
+    origin_of(url)
+        .map(|_| url.to_owned())
+        .ok_or_else(|| "not an http:// or https:// URL with a host".to_owned())
+}
+
+/// `--notify-secret-file`: a regular file holding a `whsec_` secret.
+fn webhook_secret(path: &str) -> Result<rimthan_mcp::webhooks::WebhookSecret, String> {
+    let text = rimthan_registry::read_regular_file(std::path::Path::new(path), 4096)
+        .map_err(|e| e.to_string())?;
+    String::from_utf8_lossy(&text).parse()
 }
 
 /// `scheme://host[:port]` of an http(s) URL with a host, and nothing else in it that does not
