@@ -97,6 +97,19 @@ fn stage_stops_at_sign_off_and_approvers_decide_from_the_command_line() {
         .expect("the summary names the session")
         .to_owned();
 
+    // What waits for rui, from the command line with rui's own token.
+    let waiting = Command::new(BIN)
+        .args(["sessions", "list", "--waiting-for-me", "--server", &server])
+        .env("RIMTHAN_TOKEN", "rui")
+        .output()
+        .unwrap();
+    assert!(waiting.status.success(), "{}", text(&waiting.stderr));
+    let listed = text(&waiting.stdout);
+    assert!(
+        listed.contains(&id) && listed.contains("write-note") && listed.contains("never"),
+        "{listed}"
+    );
+
     let sent = decide(
         &server,
         "ann",

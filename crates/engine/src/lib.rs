@@ -44,7 +44,9 @@ pub mod provenance {
     pub use crate::model::provenance::*;
 }
 
-pub use engine::{ACTIVE_STEP_CACHE_BOUNDS, Engine, MAX_WAITING_LISTED, TIMER_BATCH, TimersFired};
+pub use engine::{
+    ACTIVE_STEP_CACHE_BOUNDS, Engine, MAX_WAITING_LISTED, TIMER_BATCH, TimersFired, Waiting,
+};
 pub use error::EngineError;
 pub use model::audit::{AuditDecision, AuditEntry, Judgement, Operation, Outcome};
 pub use model::bounds::{

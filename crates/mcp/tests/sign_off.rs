@@ -167,6 +167,19 @@ async fn post_json(
     )
 }
 
+/// A GET of a JSON document with `auth`'s headers.
+async fn get_json(addr: std::net::SocketAddr, path: &str, auth: &str) -> (u16, Value) {
+    let answer = send(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n"),
+    )
+    .await;
+    (
+        answer.status,
+        serde_json::from_str(&answer.body).unwrap_or(Value::Null),
+    )
+}
+
 /// A server with credentials and the view, and a session of `pat`'s waiting for sign-off of
 /// `write-note`.
 struct Waiting {
@@ -743,6 +756,16 @@ async fn a_role_holder_signs_in_to_what_waits_for_them_and_reads_it() {
     assert_eq!(front.status, 200, "{}", front.body);
     assert!(front.body.contains("Waiting for you"), "{}", front.body);
     assert!(front.body.contains(&session), "{}", front.body);
+    // The same list for scripts (`rimthan sessions list --waiting-for-me`), with its own token.
+    let (status, listed) =
+        get_json(addr, "/admin/api/waiting", "Authorization: Bearer rui\r\n").await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["waiting"][0]["id"], session.as_str(), "{listed}");
+    assert_eq!(listed["waiting"][0]["step"], "write-note", "{listed}");
+    // A facilitator the step admits finds it waiting for them too.
+    let ann = sign_in(addr, "ann").await;
+    let theirs = get_signed_in(addr, "/admin/waiting", &ann).await;
+    assert!(theirs.body.contains(&session), "{}", theirs.body);
     let page = get_signed_in(addr, &page_path, &rui).await;
     assert_eq!(page.status, 200, "{}", page.body);
     assert!(page.body.contains(r#"id="approve""#), "{}", page.body);
@@ -767,7 +790,9 @@ async fn a_role_holder_signs_in_to_what_waits_for_them_and_reads_it() {
     let origin = format!("http://{addr}");
     let approved = post_form(addr, &format!("{page_path}/decide"), &rui, &origin, &form).await;
     assert_eq!(approved.status, 303, "{}", approved.body);
-    let ann = sign_in(addr, "ann").await;
+    // Approved by them, it waits for somebody else.
+    let front = get_signed_in(addr, "/admin", &rui).await;
+    assert!(!front.body.contains(&session), "{}", front.body);
     let page = get_signed_in(addr, &page_path, &ann).await;
     let form = format!(
         "csrf={}&step=write-note&revision={}&action=approve",

@@ -17,6 +17,7 @@ fn failures(metrics: &Metrics, task: &str) -> Option<String> {
         caches: Vec::new(),
         check_runs: 0,
         throttled: 0,
+        outbox: None,
     });
     let prefix = format!("rimthan_background_task_failures_total{{task=\"{task}\"}} ");
     page.lines()

@@ -59,6 +59,16 @@ pub(crate) struct ListArgs {
     /// Only sessions changed within this long: 30m, 12h or 7d.
     #[arg(long)]
     since: Option<String>,
+    /// Instead: the sessions waiting for a sign-off you may give, soonest expiry first, from
+    /// the server at --server with your own token.
+    #[arg(long, requires = "server")]
+    waiting_for_me: bool,
+    /// With --waiting-for-me: the server's base URL.
+    #[arg(long, env = "RIMTHAN_SERVER")]
+    server: Option<String>,
+    /// With --waiting-for-me: the environment variable that holds your bearer token.
+    #[arg(long, default_value = "RIMTHAN_TOKEN")]
+    token_env: String,
     /// Sessions per page (1 to 1000).
     #[arg(long, default_value_t = 50)]
     limit: u32,
@@ -278,7 +288,59 @@ impl ListArgs {
         })
     }
 
+    /// The sessions waiting for the caller's sign-off, as the server lists them.
+    async fn waiting(&self, server: &str) -> anyhow::Result<()> {
+        let token = std::env::var(&self.token_env).ok();
+        let (status, body) = rimthan_mcp::admin_client::get_waiting(server, token.as_deref())
+            .await
+            .map_err(anyhow::Error::msg)?;
+        if status != 200 {
+            let shown: String = body.chars().take(512).collect();
+            return Err(InputError(format!("{server} answered {status}: {shown}")).into());
+        }
+        let document: serde_json::Value = serde_json::from_str(&body)
+            .with_context(|| format!("{server} answered a list that is not JSON"))?;
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&document)?);
+            return Ok(());
+        }
+        let rows = document["waiting"].as_array().cloned().unwrap_or_default();
+        if rows.is_empty() {
+            println!("nothing waits for you");
+            return Ok(());
+        }
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_owned();
+        println!(
+            "{:<32}  {:<16}  {:<32}  {:<20}  {:<40}  LINK",
+            "ID", "PRINCIPAL", "WORKFLOW", "STEP", "EXPIRES"
+        );
+        for row in rows {
+            let expires = match (row["expires_at"].as_str(), row["time_left"].as_str()) {
+                (Some(at), Some(left)) => format!("{at} ({left})"),
+                _ => "never".to_owned(),
+            };
+            println!(
+                "{:<32}  {:<16.16}  {:<32}  {:<20}  {:<40}  {}{}",
+                text(&row["id"]),
+                text(&row["principal"]),
+                format!(
+                    "{}@{}",
+                    text(&row["workflow"]),
+                    text(&row["workflow_version"])
+                ),
+                text(&row["step"]),
+                expires,
+                server.trim_end_matches('/'),
+                text(&row["link"])
+            );
+        }
+        Ok(())
+    }
+
     async fn run(self) -> anyhow::Result<()> {
+        if let (true, Some(server)) = (self.waiting_for_me, &self.server) {
+            return self.waiting(server).await;
+        }
         let query = self.query()?;
         let (store, registry) = self.store.open().await?;
         let sessions = store.list_sessions(&query).await?;

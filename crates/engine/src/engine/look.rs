@@ -11,45 +11,98 @@ use super::Engine;
 use crate::{
     error::EngineError,
     model::{
-        approval::Approver,
+        approval::{Approver, FacilitatorOf},
         session::{Session, SessionId, Status},
     },
+    rules::approval::may_decide,
     store::{SessionQuery, SessionSummary},
 };
 
 /// The most waiting sessions one look lists, most recently changed first.
 pub const MAX_WAITING_LISTED: u32 = 200;
 
+/// A session waiting for a sign-off someone may give, with its timers.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Waiting {
+    /// The session as listed.
+    #[serde(flatten)]
+    pub summary: SessionSummary,
+    /// The step waiting.
+    pub step: String,
+    /// RFC 3339 time the sign-off was asked for, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_at: Option<String>,
+    /// RFC 3339 time it expires undecided, if it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+}
+
 impl Engine {
-    /// The sessions of `approver`'s organization waiting for a sign-off whose step names one of
-    /// their roles, most recently changed first, at most [`MAX_WAITING_LISTED`].
-    pub async fn waiting_for(
-        &self,
-        approver: &Approver,
-    ) -> Result<Vec<SessionSummary>, EngineError> {
-        let organization = approver.principal.organization.clone();
+    /// The sessions waiting for a sign-off `approver` may give (by a role the step names, or as
+    /// a facilitator it admits; never their own session unless the step allows it), the ones
+    /// that expire soonest first, then the longest waiting; at most [`MAX_WAITING_LISTED`].
+    pub async fn waiting_for(&self, approver: &Approver) -> Result<Vec<Waiting>, EngineError> {
+        let organization = match approver.facilitator {
+            FacilitatorOf::Everyone => None,
+            FacilitatorOf::OwnOrganization | FacilitatorOf::Nobody => {
+                approver.principal.organization.clone()
+            }
+        };
         let query = SessionQuery {
             status: Some(Status::AwaitingApproval),
             organization: organization.clone(),
             limit: MAX_WAITING_LISTED,
             ..SessionQuery::default()
         };
-        let registry = self.releases.snapshot();
-        Ok(self
-            .store
-            .list_sessions(&query)
-            .await?
-            .into_iter()
-            .filter(|s| s.organization == organization)
-            .filter(|s| {
-                names_a_role_of(
-                    &registry,
-                    approver,
-                    [&s.release, &s.workflow, &s.workflow_version],
-                    s.step_index,
-                )
-            })
-            .collect())
+        let mut waiting = Vec::new();
+        for summary in self.store.list_sessions(&query).await? {
+            if organization.is_some() && summary.organization != organization {
+                continue;
+            }
+            let Some(session) = self.store.load_session(&summary.id).await? else {
+                continue;
+            };
+            let Some(pending) = session.approval.as_ref() else {
+                continue;
+            };
+            let approval = self.pinned_release(&session).ok().and_then(|release| {
+                let workflow = release.workflow(&session.workflow, &session.workflow_version)?;
+                let step = workflow.steps().get(session.step_index)?;
+                step.doc().approval.clone()
+            });
+            let decided = pending
+                .approvals
+                .iter()
+                .any(|a| a.subject == approver.principal.subject);
+            let mine = !decided
+                && approval
+                    .is_some_and(|a| may_decide(&a, approver, session.principal.as_ref()).is_ok());
+            if mine {
+                waiting.push(Waiting {
+                    summary,
+                    step: pending.step.to_string(),
+                    requested_at: pending.requested_at.clone(),
+                    expires_at: pending.expires_at.clone(),
+                });
+            }
+        }
+        // Soonest expiry first (RFC 3339 UTC times of one spelling order as strings); those
+        // that never expire last, longest waiting first.
+        waiting.sort_by(|a, b| {
+            (
+                a.expires_at.is_none(),
+                &a.expires_at,
+                &a.requested_at,
+                &a.summary.updated_at,
+            )
+                .cmp(&(
+                    b.expires_at.is_none(),
+                    &b.expires_at,
+                    &b.requested_at,
+                    &b.summary.updated_at,
+                ))
+        });
+        Ok(waiting)
     }
 
     /// The session `id` when it waits for a sign-off `approver` holds a role for, in their

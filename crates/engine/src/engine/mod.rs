@@ -40,7 +40,7 @@ use crate::{
 };
 
 pub use active_step::ACTIVE_STEP_CACHE_BOUNDS;
-pub use look::MAX_WAITING_LISTED;
+pub use look::{MAX_WAITING_LISTED, Waiting};
 pub(crate) use record::Evidence;
 pub use timers::{TIMER_BATCH, TimersFired};
 

@@ -238,6 +238,7 @@ pub fn router(engine: Arc<Engine>, access: Access, allowed_hosts: &[String]) -> 
     };
     let guarded = Router::new()
         .route("/admin", get(list))
+        .route("/admin/waiting", get(waiting))
         .route("/admin/sessions/{id}", get(session))
         .route("/admin/sessions/{id}/provenance.json", get(provenance))
         .route("/admin/workflows/{id}/{version}", get(workflow))
@@ -248,6 +249,7 @@ pub fn router(engine: Arc<Engine>, access: Access, allowed_hosts: &[String]) -> 
             Router::new()
                 .route("/admin/api/sessions/{id}/decisions", post(decisions::api))
                 .route("/admin/api/sessions/{id}", get(report))
+                .route("/admin/api/waiting", get(waiting_api))
                 .with_state(state.clone()),
         )
         .layer(DefaultBodyLimit::max(MAX_FORM_BYTES));
@@ -546,7 +548,7 @@ async fn list(
             .map_err(unavailable)?;
         return Ok(page(
             StatusCode::OK,
-            pages::waiting(&state.access, &viewer, &waiting),
+            pages::waiting(&state.access, &viewer, &waiting, now()),
         ));
     }
     let (filters, query) = form.parse(&viewer)?;
@@ -676,6 +678,72 @@ struct ReportFormat {
 /// else the text. Who may read it is who may open its page: a facilitator of its organization or
 /// of all, a role holder while it waits for their sign-off, anyone where nobody authenticates
 /// (loopback only). Everyone else is answered as for an id no session has.
+/// The clock the pages count time left by.
+fn now() -> time::OffsetDateTime {
+    time::OffsetDateTime::now_utc()
+}
+
+/// `/admin/waiting`: the sessions waiting for a sign-off the viewer may give.
+async fn waiting(
+    State(state): State<AdminState>,
+    Extension(viewer): Extension<Viewer>,
+) -> Result<Response, Refusal> {
+    let waiting = match &viewer.approver {
+        Some(approver) => state
+            .engine
+            .waiting_for(approver)
+            .await
+            .map_err(unavailable)?,
+        None => Vec::new(),
+    };
+    Ok(page(
+        StatusCode::OK,
+        pages::waiting(&state.access, &viewer, &waiting, now()),
+    ))
+}
+
+/// `GET /admin/api/waiting` with the caller's own bearer token: what `rimthan sessions list
+/// --waiting-for-me` prints, soonest expiry first.
+async fn waiting_api(
+    State(state): State<AdminState>,
+    peer: Option<axum::Extension<Peer>>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, Refusal> {
+    let Access::Facilitators(auth) = &state.access else {
+        return Err(Refusal::bad_input(
+            "Nobody authenticates on this server, so nothing waits for anyone in particular; \
+             list the sessions waiting for sign-off with `rimthan sessions list --status \
+             awaiting_approval`.",
+        ));
+    };
+    let token = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::auth::bearer_token);
+    let viewer = viewer_of(auth, token, peer.map(|p| p.0)).await?;
+    let waiting = match &viewer.approver {
+        Some(approver) => state
+            .engine
+            .waiting_for(approver)
+            .await
+            .map_err(unavailable)?,
+        None => Vec::new(),
+    };
+    let now = now();
+    let rows: Vec<serde_json::Value> = waiting
+        .iter()
+        .map(|w| {
+            let mut row = serde_json::to_value(w).expect("waiting sessions serialize");
+            if let Some(at) = &w.expires_at {
+                row["time_left"] = serde_json::json!(pages::time_left(at, now));
+            }
+            row["link"] = serde_json::json!(format!("/admin/sessions/{}", w.summary.id));
+            row
+        })
+        .collect();
+    Ok(axum::Json(serde_json::json!({ "waiting": rows })).into_response())
+}
+
 async fn report(
     State(state): State<AdminState>,
     Path(id): Path<String>,

@@ -3,7 +3,7 @@
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use rimthan_engine::{
-    AuditEntry, Session, SessionSummary, StatsQuery, Status, WorkflowCount, WorkflowStats,
+    AuditEntry, Session, SessionSummary, StatsQuery, Status, Waiting, WorkflowCount, WorkflowStats,
     chain::AuditVerification, store::position,
 };
 
@@ -15,11 +15,12 @@ use super::{
 /// Timeline rows a session page shows at most (the latest).
 pub(super) const TIMELINE_ROWS: u32 = 500;
 
-const STATUSES: [Status; 4] = [
+const STATUSES: [Status; 5] = [
     Status::Active,
     Status::Revise,
     Status::AwaitingApproval,
     Status::Completed,
+    Status::Expired,
 ];
 
 // Colours meet WCAG AA contrast on white; focus is always visible.
@@ -74,7 +75,7 @@ fn layout(title: &str, who: Markup, body: Markup) -> Markup {
             body {
                 a.skip href="#main" { "Skip to content" }
                 header {
-                    nav aria-label="Facilitator" { a href="/admin" { "Sessions" } }
+                    nav aria-label="Facilitator" { a href="/admin" { "Sessions" } a href="/admin/waiting" { "Waiting for you" } }
                     (who)
                 }
                 main id="main" { (body) }
@@ -149,15 +150,21 @@ fn workflow_href(id: &str, version: &str) -> String {
     format!("/admin/workflows/{}/{}", encode(id), encode(version))
 }
 
-/// A role holder's front page: the sessions waiting for a sign-off they may give.
-pub(super) fn waiting(access: &Access, viewer: &Viewer, waiting: &[SessionSummary]) -> Markup {
+/// The sessions waiting for a sign-off the viewer may give, soonest expiry first (a role
+/// holder's front page, and `/admin/waiting` for anyone who may decide).
+pub(super) fn waiting(
+    access: &Access,
+    viewer: &Viewer,
+    waiting: &[Waiting],
+    now: time::OffsetDateTime,
+) -> Markup {
     layout(
         "Waiting for you",
         who(access, Some(viewer)),
         html! {
             h1 { "Waiting for you" }
-            p { "Sessions of your organization whose step waits for a sign-off naming one of \
-                your roles, most recently changed first." }
+            p { "Sessions whose step waits for a sign-off you may give: by a role the step names, \
+                or as a facilitator it admits. Those that expire soonest come first." }
             @if waiting.is_empty() {
                 p id="nothing-waits" { "Nothing waits for you." }
             } @else {
@@ -165,15 +172,23 @@ pub(super) fn waiting(access: &Access, viewer: &Viewer, waiting: &[SessionSummar
                     caption { "Waiting for your sign-off" }
                     thead { tr {
                         th scope="col" { "Session" } th scope="col" { "Participant" }
-                        th scope="col" { "Workflow" } th scope="col" { "Waiting since" }
+                        th scope="col" { "Workflow" } th scope="col" { "Step" }
+                        th scope="col" { "Expires" } th scope="col" { "Waiting since" }
                     } }
                     tbody {
-                        @for s in waiting {
-                            tr data-session-id=(s.id) {
-                                td { a href=(format!("/admin/sessions/{}", s.id)) { code { (s.id) } } }
-                                td { (s.principal.as_deref().unwrap_or("—")) }
-                                td { (s.workflow) " " (s.workflow_version) }
-                                td { (s.updated_at) }
+                        @for w in waiting {
+                            tr data-session-id=(w.summary.id) {
+                                td { a href=(format!("/admin/sessions/{}", w.summary.id)) { code { (w.summary.id) } } }
+                                td { (w.summary.principal.as_deref().unwrap_or("—")) }
+                                td { (w.summary.workflow) " " (w.summary.workflow_version) }
+                                td { (w.step) }
+                                td.expires {
+                                    @match &w.expires_at {
+                                        Some(at) => { (at) " (" (time_left(at, now)) ")" }
+                                        None => "never",
+                                    }
+                                }
+                                td { (w.requested_at.as_deref().unwrap_or(&w.summary.updated_at)) }
                             }
                         }
                     }
@@ -181,6 +196,24 @@ pub(super) fn waiting(access: &Access, viewer: &Viewer, waiting: &[SessionSummar
             }
         },
     )
+}
+
+/// How long until `at` (RFC 3339), as a person reads it: `2 d 4 h left`, `35 min left`.
+pub(super) fn time_left(at: &str, now: time::OffsetDateTime) -> String {
+    let Ok(at) = time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
+    else {
+        return "unknown".into();
+    };
+    let left = (at - now).whole_minutes();
+    if left < 0 {
+        return "expiring now".into();
+    }
+    let (days, hours, minutes) = (left / 1440, left % 1440 / 60, left % 60);
+    match (days, hours) {
+        (0, 0) => format!("{minutes} min left"),
+        (0, _) => format!("{hours} h {minutes} min left"),
+        _ => format!("{days} d {hours} h left"),
+    }
 }
 
 /// The session list with its filters, and the workflows with sessions.
