@@ -1393,6 +1393,9 @@ def test_webhooks_reach_a_receiver_that_was_down_signed_and_each_event_once_per_
         while time.monotonic() < deadline and 'deliveries_total{outcome="retried"}' not in metrics():
             time.sleep(0.5)
         assert 'rimthan_webhooks_pending 3' in metrics(), metrics()
+        shown = run("sessions", "show", session, "--server", server.base, who="facilitator")
+        assert b"webhook events not delivered" in shown.stdout, shown.stdout
+        assert b"approval.requested" in shown.stdout, shown.stdout
         receiver = _Receiver(port, secret)
         wanted = {"approval.requested", "approval.decided", "session.completed"}
         deadline = time.monotonic() + 120

@@ -27,7 +27,11 @@ pub struct SessionReport {
     timeline: Vec<AuditEntry>,
     chain: AuditVerification,
     statement: Option<Statement>,
+    deliveries: Vec<rimthan_engine::DeliveryRecord>,
 }
+
+/// Undelivered webhook events a report lists at most.
+const DELIVERIES_SHOWN: u32 = 50;
 
 impl SessionReport {
     /// The report of session `id`, or none when the store does not hold it.
@@ -57,11 +61,13 @@ impl SessionReport {
                 .and_then(|r| statement_for(r, &session, completion, None)),
             _ => None,
         };
+        let deliveries = store.deliveries(Some(id), DELIVERIES_SHOWN).await?;
         Ok(Self {
             session,
             timeline,
             chain,
             statement,
+            deliveries,
         })
     }
 
@@ -85,6 +91,12 @@ impl SessionReport {
             "updated_at": session.updated_at, "timeline": self.timeline,
             "findings": session.findings, "report_rounds": session.report_rounds,
             "outputs": outputs, "audit_chain": self.chain, "statement": self.statement,
+            "approval": session.approval.as_ref().map(|p| json!({
+                "step": p.step, "requested_at": p.requested_at, "remind_at": p.remind_at,
+                "reminded_at": p.reminded_at, "expires_at": p.expires_at, "on_expiry": p.on_expiry.map(|o| o.as_str()),
+            })),
+            "deadline": session.deadline, "timers_fired": session.timer_events,
+            "webhooks_undelivered": self.deliveries,
         })
     }
 
@@ -148,6 +160,46 @@ impl SessionReport {
                 at["index"],
                 at["sha256"].as_str().unwrap_or("-")
             );
+        }
+        if let (Status::AwaitingApproval, Some(p)) = (session.status, &session.approval) {
+            let expiry = match (&p.expires_at, p.on_expiry) {
+                (Some(at), Some(on)) => format!("; expires {at} ({})", on.as_str()),
+                _ => String::new(),
+            };
+            say!(
+                out,
+                "waiting for sign-off of step {} since {}{expiry}",
+                p.step,
+                p.requested_at.as_deref().unwrap_or("-")
+            );
+        }
+        if let Some(d) = session
+            .deadline
+            .as_ref()
+            .filter(|_| !session.status.is_terminal())
+        {
+            say!(
+                out,
+                "step {} is due {} ({})",
+                d.step,
+                d.at,
+                d.on_expiry.as_str()
+            );
+        }
+        if !self.deliveries.is_empty() {
+            say!(out, "\nwebhook events not delivered");
+            for d in &self.deliveries {
+                say!(
+                    out,
+                    "  {}  {:<20}  {:<7}  {} attempts  {}  {}",
+                    d.event_id,
+                    d.event,
+                    d.state,
+                    d.attempts,
+                    printable(&d.endpoint),
+                    printable(d.last_error.as_deref().unwrap_or("-"))
+                );
+            }
         }
         say!(out, "\ntimeline");
         for e in timeline {

@@ -569,11 +569,22 @@ async fn list(
             (s, steps)
         })
         .collect();
+    // Events given up on concern every organization's receivers: a facilitator of all sees them.
+    let failed = if viewer.scope().is_none() {
+        store.deliveries(None, FAILED_DELIVERIES_SHOWN).await?
+    } else {
+        Vec::new()
+    };
     Ok(page(
         StatusCode::OK,
-        pages::list(&state.access, &viewer, &filters, &rows, &workflows),
+        pages::list(&state.access, &viewer, &filters, &rows, &workflows, &failed),
     ))
 }
+
+/// Webhook events given up on that the session list shows at most.
+const FAILED_DELIVERIES_SHOWN: u32 = 20;
+/// Undelivered webhook events a session page shows at most.
+const SESSION_DELIVERIES_SHOWN: u32 = 50;
 
 /// The query a decision's redirect adds to the session page.
 #[derive(Debug, Default, Deserialize)]
@@ -623,12 +634,16 @@ async fn session(
     // A query no decision wrote is no outcome to show, not an error.
     let after = after.map(|Query(a)| a).unwrap_or_default();
     let outcome = decisions::outcome(after.decided.as_deref(), after.refused.as_deref());
+    let deliveries = store
+        .deliveries(Some(&id), SESSION_DELIVERIES_SHOWN)
+        .await?;
     let sign_off = maud::html! {
         @if let Some(outcome) = outcome {
             p.notice id="decision-outcome" role="status" { (outcome) }
         }
         (signoff::panel(&session, asked.as_ref(), &timeline, deciding.as_ref()))
         (signoff::given(&session))
+        (pages::deliveries("Webhook events not delivered", "undelivered", &deliveries))
     };
     Ok(page(
         StatusCode::OK,

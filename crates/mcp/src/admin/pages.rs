@@ -3,8 +3,8 @@
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use rimthan_engine::{
-    AuditEntry, Session, SessionSummary, StatsQuery, Status, Waiting, WorkflowCount, WorkflowStats,
-    chain::AuditVerification, store::position,
+    AuditEntry, DeliveryRecord, Session, SessionSummary, StatsQuery, Status, Waiting,
+    WorkflowCount, WorkflowStats, chain::AuditVerification, store::position,
 };
 
 use super::{
@@ -198,6 +198,31 @@ pub(super) fn waiting(
     )
 }
 
+/// Webhook deliveries, when there are any: each event, its receiver, state, attempts and the
+/// last error (`docs/operations/deploy.md` §9).
+pub(super) fn deliveries(caption: &str, id: &str, rows: &[DeliveryRecord]) -> Markup {
+    html! {
+        @if !rows.is_empty() {
+            table id=(id) {
+                caption { (caption) }
+                thead { tr {
+                    th scope="col" { "Event" } th scope="col" { "Type" } th scope="col" { "Receiver" }
+                    th scope="col" { "State" } th scope="col" { "Attempts" } th scope="col" { "Last error" }
+                } }
+                tbody {
+                    @for d in rows {
+                        tr {
+                            td { code { (d.event_id) } } td { (d.event) } td { (d.endpoint) }
+                            td { (d.state) } td.n { (d.attempts) }
+                            td { (d.last_error.as_deref().unwrap_or("—")) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// How long until `at` (RFC 3339), as a person reads it: `2 d 4 h left`, `35 min left`.
 pub(super) fn time_left(at: &str, now: time::OffsetDateTime) -> String {
     let Ok(at) = time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
@@ -223,12 +248,14 @@ pub(super) fn list(
     filters: &Filters,
     rows: &[(SessionSummary, Option<usize>)],
     workflows: &[WorkflowCount],
+    failed: &[DeliveryRecord],
 ) -> Markup {
     layout(
         "Sessions",
         who(access, Some(viewer)),
         html! {
             h1 { "Sessions" }
+            (deliveries("Webhook events given up on", "failed-webhooks", failed))
             form.filters method="get" action="/admin" aria-label="Filter sessions" {
                 div {
                     label for="status" { "Status" }
