@@ -1,13 +1,16 @@
 -- Up: add public.orders.sales_channel (migration/change.json).
--- A psql script for PostgreSQL 16 (psql's \set and a DO block that commits per batch): run it
--- with psql in autocommit mode, never inside a transaction, never with --single-transaction
--- and not through a tool that wraps each migration in a transaction (Flyway, Liquibase, Rails):
--- the backfill commits per batch and CREATE INDEX CONCURRENTLY cannot run in a transaction block.
+-- A psql script for PostgreSQL 16 (psql's \set, \gset and \if, and a DO block that commits per
+-- batch): run it with psql in autocommit mode, never inside a transaction, never with
+-- --single-transaction and not through a tool that wraps each migration in a transaction
+-- (Flyway, Liquibase, Rails): the backfill commits per batch and CREATE INDEX CONCURRENTLY
+-- cannot run in a transaction block.
 --   psql "$DATABASE_URL" -X -v ON_ERROR_STOP=1 -f migration/up.sql
 -- Run it twice (change.json, compatibility): once before order-service 4.19 is deployed, which
 -- adds the column 4.19 writes, and once after every 4.18 instance is gone, which classifies the
 -- app orders 4.18 inserted in between; everything else is then a no-op.
--- Every statement is safe to run again after a failure at any point.
+-- Every statement is safe to run again after a failure at any point; never run two copies at once.
+-- Every DDL statement is at the top level, where the linters read it: the catalog tests are
+-- SELECTs whose answer psql keeps with \gset and tests with \if.
 
 \set ON_ERROR_STOP on
 
@@ -25,25 +28,25 @@ ALTER TABLE public.orders
 
 -- 2. NOT VALID skips the scan of existing rows; new and updated rows are checked at once.
 --    PostgreSQL has no ADD CONSTRAINT IF NOT EXISTS, hence the catalog test.
-DO $$
-BEGIN
-    IF NOT EXISTS (
-        SELECT 1 FROM pg_constraint
-         WHERE conrelid = 'public.orders'::regclass
-           AND conname = 'orders_sales_channel_check'
-    ) THEN
-        ALTER TABLE public.orders
-            ADD CONSTRAINT orders_sales_channel_check
-            CHECK (sales_channel IN ('web', 'app', 'phone', 'partner')) NOT VALID;
-    END IF;
-END
-$$;
+SELECT NOT EXISTS (
+           SELECT 1 FROM pg_constraint
+            WHERE conrelid = 'public.orders'::regclass
+              AND conname = 'orders_sales_channel_check'
+       ) AS add_check
+\gset
+\if :add_check
+ALTER TABLE public.orders
+    ADD CONSTRAINT orders_sales_channel_check
+    CHECK (sales_channel IN ('web', 'app', 'phone', 'partner')) NOT VALID;
+\endif
 
--- The rest takes no lock that blocks reads or writes of public.orders; it may wait for long
--- transactions to finish, which is harmless, so lift the lock timeout. The backfill, the
--- validation and the index build run for minutes by design, so lift the statement timeout too.
-SET lock_timeout = 0;
-SET statement_timeout = 0;
+-- The rest takes no lock that blocks reads or writes of public.orders (SHARE UPDATE EXCLUSIVE at
+-- most), so waiting for a lock queues no traffic: wait up to a minute (autovacuum or a long
+-- report query), then give up and rerun later. The backfill, the validation and the index
+-- build run for minutes by design: bound each at 2 hours, far above the estimates below, so
+-- that nothing runs unwatched forever. Never 0, which means no bound at all.
+SET lock_timeout = '1min';
+SET statement_timeout = '2h';
 
 -- 3. Backfill orders placed through the app, 10 000 orders per transaction so that no batch
 --    holds row locks or bloats the table for long. Walks the primary key from its smallest
@@ -90,8 +93,19 @@ $$;
 -- 4. Scans the table under SHARE UPDATE EXCLUSIVE: reads and writes continue.
 ALTER TABLE public.orders VALIDATE CONSTRAINT orders_sales_channel_check;
 
--- 5. Builds without blocking writes. If it fails it leaves an INVALID index that IF NOT EXISTS
---    would skip: check C4 catches that; drop it with DROP INDEX CONCURRENTLY and rerun.
+-- 5. Builds without blocking writes. A build that failed (or was cancelled) leaves an INVALID
+--    index that IF NOT EXISTS would skip, so a rerun first drops an invalid one, without
+--    blocking writes either. Check C4 tests validity after up.
+SELECT EXISTS (
+           SELECT 1 FROM pg_index
+            WHERE indexrelid = to_regclass('public.orders_sales_channel_created_at_idx')
+              AND NOT indisvalid
+       ) AS index_invalid
+\gset
+\if :index_invalid
+DROP INDEX CONCURRENTLY IF EXISTS public.orders_sales_channel_created_at_idx;
+\endif
+
 CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_sales_channel_created_at_idx
     ON public.orders (sales_channel, created_at);
 
