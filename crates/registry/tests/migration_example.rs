@@ -2,7 +2,9 @@
 //! (`RIMTHAN_TEST_DATABASE_URL`; skipped without it): the order its change describes (up,
 //! the old release still inserting, up again), `verify.sql` failing psql whenever a phase is not
 //! proven, a round trip whose schema diff is the declared rollback copy alone and whose next up
-//! restores what that copy kept, and up giving up on a held lock within its budget.
+//! restores what that copy kept, up giving up on a held lock within its budget, a rerun
+//! rebuilding an index left invalid, and down refusing while a writer of the new release
+//! inserts, so that no insert fails and no row it wrote is lost.
 
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -10,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::common::repo_root;
 
 /// The newest example; older versions stay as published.
-const EXAMPLE: &str = "registry/source/workflows/schema-migration/1.2.0/examples/migration";
+const EXAMPLE: &str = "registry/source/workflows/schema-migration/1.4.0/examples/migration";
 
 /// `public.orders` as release 4.18 of the example's application knows it, with sparse ids.
 const ORDERS: &str = "CREATE TABLE public.orders (
@@ -56,10 +58,18 @@ impl Scratch {
 
     /// Runs one example file; `phase` for verify.sql.
     fn run(&self, name: &str, phase: Option<&str>) -> Output {
+        self.run_with(name, phase, &[])
+    }
+
+    /// Runs one example file with more psql variables (`kept=3` for verify.sql after-down).
+    fn run_with(&self, name: &str, phase: Option<&str>, vars: &[&str]) -> Output {
         let path = file(name);
         let mut args = vec!["-v".to_owned(), "ON_ERROR_STOP=1".to_owned()];
         if let Some(phase) = phase {
             args.extend(["-v".to_owned(), format!("phase={phase}")]);
+        }
+        for var in vars {
+            args.extend(["-v".to_owned(), (*var).to_owned()]);
         }
         args.extend(["-f".to_owned(), path]);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -67,7 +77,11 @@ impl Scratch {
     }
 
     fn ok(&self, name: &str, phase: Option<&str>) -> String {
-        let out = self.run(name, phase);
+        self.ok_with(name, phase, &[])
+    }
+
+    fn ok_with(&self, name: &str, phase: Option<&str>, vars: &[&str]) -> String {
+        let out = self.run_with(name, phase, vars);
         assert!(
             out.status.success(),
             "{name} {phase:?}: {}{}",
@@ -132,6 +146,15 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// The `kept=N` count verify.sql's before-down C8 prints, for after-down.
+fn kept(before_down: &str) -> String {
+    let at = before_down.find("kept=").expect("C8 prints kept=N") + "kept=".len();
+    before_down[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect()
+}
+
 fn failed_with(out: &Output, stderr_has: &str) {
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
     assert!(
@@ -169,10 +192,19 @@ fn the_example_migration_runs_in_the_order_its_change_describes_and_round_trips(
     db.sql(&format!(
         "UPDATE public.orders SET sales_channel = 'phone' WHERE id = {phone}"
     ));
+    // The new release is gone (no session of it): before-down holds and counts what to keep.
+    let out = db.ok("verify.sql", Some("before-down"));
+    assert!(out.contains("C7 t") && out.contains("C8 t kept=1"), "{out}");
+    let kept = format!("kept={}", kept(&out));
     db.ok("down.sql", None);
     db.ok("down.sql", None);
-    let out = db.ok("verify.sql", Some("after-down"));
+    let out = db.ok_with("verify.sql", Some("after-down"), &[&kept]);
     assert!(out.contains("C6 t"), "{out}");
+    // after-down needs the count, and fails on a copy smaller than it.
+    failed_with(&db.run("verify.sql", Some("after-down")), "no kept count given");
+    let out = db.run_with("verify.sql", Some("after-down"), &["kept=2"]);
+    assert!(text(&out.stdout).contains("C6 f"), "{out:?}");
+    failed_with(&out, "check failed");
     assert_eq!(db.schema(), before, "down.sql restores the schema");
     assert_eq!(
         db.sql("SELECT count(*) FROM public.orders_sales_channel_rollback"),
@@ -188,6 +220,117 @@ fn the_example_migration_runs_in_the_order_its_change_describes_and_round_trips(
         "phone"
     );
     db.ok("verify.sql", Some("after-up"));
+}
+
+#[test]
+fn a_rerun_of_up_rebuilds_an_index_a_failed_concurrent_build_left_invalid() {
+    let Some(db) = Scratch::create() else { return };
+    db.ok("up.sql", None);
+    // What a cancelled CREATE INDEX CONCURRENTLY leaves behind.
+    db.sql(
+        "UPDATE pg_index SET indisvalid = false \
+         WHERE indexrelid = 'public.orders_sales_channel_created_at_idx'::regclass",
+    );
+    let out = db.run("verify.sql", Some("after-up"));
+    assert!(text(&out.stdout).contains("C4 f index INVALID"), "{out:?}");
+    failed_with(&out, "check failed");
+    db.ok("up.sql", None);
+    let out = db.ok("verify.sql", Some("after-up"));
+    assert!(out.contains("C4 t index valid"), "{out}");
+}
+
+/// order-service 4.19 inserting orders through the new column, one per transaction, as its
+/// pool does; it exits non-zero when one insert fails.
+const WRITER: &str = "order-service/4.19.0";
+const WRITES: i64 = 500;
+const FIRST_WRITTEN: i64 = 1_000_000_000;
+
+fn start_writer(db: &Scratch) -> Child {
+    let child = Command::new("psql")
+        .env("PGAPPNAME", WRITER)
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", &db.url, "-c"])
+        .arg(format!(
+            "DO $$ BEGIN FOR i IN 1..{WRITES} LOOP \
+             INSERT INTO public.orders (id, app_client_id, sales_channel) \
+             VALUES ({FIRST_WRITTEN} + i, i, CASE WHEN i % 2 = 0 THEN 'phone' ELSE 'partner' END); \
+             COMMIT; PERFORM pg_sleep(0.01); END LOOP; END $$"
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("psql runs");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while db.sql(&format!(
+        "SELECT count(*) FROM public.orders WHERE id > {FIRST_WRITTEN}"
+    )) == "0"
+    {
+        assert!(Instant::now() < deadline, "the writer never inserted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+#[test]
+fn down_refuses_while_the_new_release_writes_so_no_insert_fails_and_no_row_is_lost() {
+    let Some(db) = Scratch::create() else { return };
+    db.ok("up.sql", None);
+    db.ok("up.sql", None);
+    db.ok("verify.sql", Some("after-up"));
+
+    let writer = start_writer(&db);
+    // before-down sees the writer's session and fails psql.
+    let out = db.run("verify.sql", Some("before-down"));
+    assert!(
+        text(&out.stdout).contains("C7 f") && text(&out.stdout).contains("4.19"),
+        "{out:?}"
+    );
+    failed_with(&out, "check failed");
+    // down.sql run anyway, while the writer inserts: it refuses inside its transaction and
+    // changes nothing, within its lock budget.
+    let started = Instant::now();
+    let out = db.run("down.sql", None);
+    failed_with(&out, "still connected");
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert_eq!(
+        db.sql(
+            "SELECT count(*) FROM information_schema.columns \
+             WHERE table_name = 'orders' AND column_name = 'sales_channel'"
+        ),
+        "1",
+        "the column the writer needs is still there"
+    );
+    let finished = writer.wait_with_output().expect("the writer ends");
+    assert!(
+        finished.status.success(),
+        "an insert of the new release failed: {}",
+        text(&finished.stderr)
+    );
+    assert_eq!(
+        db.sql(&format!(
+            "SELECT count(*) FROM public.orders WHERE id > {FIRST_WRITTEN}"
+        )),
+        WRITES.to_string(),
+        "every insert of the new release committed"
+    );
+
+    // The writer is gone: before-down holds, down runs, and the copy keeps every row it wrote.
+    let out = db.ok("verify.sql", Some("before-down"));
+    assert!(out.contains("C7 t"), "{out}");
+    assert_eq!(kept(&out), WRITES.to_string(), "{out}");
+    let kept = format!("kept={}", kept(&out));
+    db.ok("down.sql", None);
+    db.ok_with("verify.sql", Some("after-down"), &[&kept]);
+    assert_eq!(
+        db.sql(&format!(
+            "SELECT count(*) FROM public.orders_sales_channel_rollback r \
+             JOIN public.orders o ON o.id = r.order_id \
+             WHERE o.id > {FIRST_WRITTEN} \
+               AND r.sales_channel = CASE WHEN (o.id - {FIRST_WRITTEN}) % 2 = 0 \
+                                          THEN 'phone' ELSE 'partner' END"
+        )),
+        WRITES.to_string(),
+        "the rollback copy holds every channel the new release wrote"
+    );
 }
 
 #[test]
