@@ -1,4 +1,4 @@
-//! The research-study method `docs/research-method.md` states (workflow 2.2.0): every rule is
+//! The research-study method `docs/research-method.md` states (workflow 2.3.0): every rule is
 //! stated word for word wherever it is quoted; the worked examples pass their schemas and every
 //! release check the embedded release ships; each way of breaking a rule fails the check that
 //! decides it, under that rule's id; and the golden validator reports are reports of the example.
@@ -14,9 +14,9 @@ use serde_json::{Value, json};
 use crate::common::repo_root;
 
 /// The workflow version the method describes.
-const WORKFLOW: &str = "2.2.0";
+const WORKFLOW: &str = "2.3.0";
 /// The version of its question and source-list schemas and of its three validators.
-const DOCUMENTS: &str = "2.1.0";
+const DOCUMENTS: &str = "2.2.0";
 /// The skill it pins, which quotes the untrusted-content rule.
 const SKILL: &str = "2.1.0";
 
@@ -295,6 +295,7 @@ const BREAKINGS: &[Breaking] = &[
         check: "sources-rules",
         rule: "stop-held",
         edit: |s| {
+            s.sources["stop"]["rule"] = json!("saturation");
             search(s, 5)["purpose"] = json!("support");
             search(s, 6)["purpose"] = json!("support");
         },
@@ -318,8 +319,8 @@ const BREAKINGS: &[Breaking] = &[
         edit: |s| {
             replace(
                 &mut s.findings,
-                "Rule: lowest key finding medium; inference. Confidence: medium.",
-                "Rule: lowest key finding medium; inference. Confidence: high.",
+                "Rule: lowest key finding medium; inconsistency explained (the Answer states the providers' disagreement as what was found); inference. Confidence: medium.",
+                "Rule: lowest key finding medium; inconsistency explained (the Answer states the providers' disagreement as what was found); inference. Confidence: high.",
             )
         },
     },
@@ -330,8 +331,8 @@ const BREAKINGS: &[Breaking] = &[
         edit: |s| {
             replace(
                 &mut s.findings,
-                "Rule: lowest key finding medium; inference.",
-                "Rule: lowest key finding high; inference.",
+                "Rule: lowest key finding medium; inconsistency explained (the Answer states the providers' disagreement as what was found); inference.",
+                "Rule: lowest key finding high; inconsistency explained (the Answer states the providers' disagreement as what was found); inference.",
             )
         },
     },
@@ -342,8 +343,8 @@ const BREAKINGS: &[Breaking] = &[
         edit: |s| {
             replace(
                 &mut s.findings,
-                "Rule: lowest key finding medium; inference.",
-                "Rule: lowest key finding medium; sample; inference.",
+                "Rule: lowest key finding medium; inconsistency explained (the Answer states the providers' disagreement as what was found); inference.",
+                "Rule: lowest key finding medium; sample; inconsistency explained (the Answer states the providers' disagreement as what was found); inference.",
             )
         },
     },
@@ -385,6 +386,24 @@ const BREAKINGS: &[Breaking] = &[
         edit: |s| search(s, 0)["duplicates"] = json!(2),
     },
 ];
+
+/// The worked example's findings with every paragraph and item hard-wrapped at 80 columns: valid
+/// Markdown that renders the same passes as the example does, so an agent that wraps its lines
+/// is not sent round in revise.
+#[test]
+fn the_example_hard_wrapped_passes_every_check() {
+    let mut samples = Samples::load();
+    samples.findings = read(
+        repo_root().join("crates/registry/tests/research_samples/2.3.0-hard-wrapped/research/findings.md"),
+    );
+    assert_ne!(samples.findings, Samples::load().findings, "the sample is wrapped");
+    let failed: BTreeMap<_, _> = samples
+        .check_errors()
+        .into_iter()
+        .filter(|(_, errors)| !errors.is_empty())
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+}
 
 #[test]
 fn every_breaking_fails_the_check_that_decides_its_rule() {
