@@ -87,6 +87,24 @@ impl Generator<'_> {
             }
             return self.generate(&merged, depth + 1, variant);
         }
+        // A conditional: an instance of the schema with `then` (whose `if` it must meet), or
+        // failing that one with `else` that does not meet `if`.
+        if let Some(condition) = object.get("if") {
+            let rest = without(object, &["if", "then", "else"]);
+            let then = object
+                .get("then")
+                .map_or(rest.clone(), |t| combine(&rest, t));
+            let otherwise = object
+                .get("else")
+                .map_or(rest.clone(), |e| combine(&rest, e));
+            let meets = self
+                .generate(&then, depth + 1, variant)
+                .filter(|v| self.satisfies(condition, v) && self.satisfies(&then, v));
+            return meets.or_else(|| {
+                self.generate(&otherwise, depth + 1, variant)
+                    .filter(|v| !self.satisfies(condition, v) && self.satisfies(&otherwise, v))
+            });
+        }
         for keyword in ["oneOf", "anyOf"] {
             if let Some(branches) = object.get(keyword).and_then(Value::as_array) {
                 let rest = without(object, &[keyword]);

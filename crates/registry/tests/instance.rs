@@ -313,3 +313,28 @@ proptest! {
         prop_assert_eq!(example_or_instance(&with_example), Some(generated));
     }
 }
+
+#[test]
+fn a_conditional_is_met_by_its_then_or_its_else() {
+    // The first enum value meets `if`, so `then`'s requirement is written.
+    let agent = instance(json!({
+        "type": "object",
+        "properties": {"who": {"enum": ["agent", "person"]}, "model": {"type": "string", "minLength": 1}},
+        "required": ["who"],
+        "if": {"properties": {"who": {"const": "agent"}}},
+        "then": {"required": ["model"]},
+    }));
+    assert_eq!(agent["who"], "agent");
+    assert!(agent["model"].is_string(), "{agent}");
+    // A value that does not meet `if` is held to `else`.
+    let person = instance(json!({
+        "type": "object",
+        "properties": {"who": {"enum": ["person", "agent"]}, "role": {"type": "string", "minLength": 1}},
+        "required": ["who"],
+        "if": {"properties": {"who": {"const": "agent"}}},
+        "then": {"required": ["model"]},
+        "else": {"required": ["role"]},
+    }));
+    assert_eq!(person["who"], "person", "{person}");
+    assert!(person["role"].is_string(), "{person}");
+}

@@ -201,7 +201,10 @@ fn the_example_migration_runs_in_the_order_its_change_describes_and_round_trips(
     let out = db.ok_with("verify.sql", Some("after-down"), &[&kept]);
     assert!(out.contains("C6 t"), "{out}");
     // after-down needs the count, and fails on a copy smaller than it.
-    failed_with(&db.run("verify.sql", Some("after-down")), "no kept count given");
+    failed_with(
+        &db.run("verify.sql", Some("after-down")),
+        "no kept count given",
+    );
     let out = db.run_with("verify.sql", Some("after-down"), &["kept=2"]);
     assert!(text(&out.stdout).contains("C6 f"), "{out:?}");
     failed_with(&out, "check failed");
@@ -290,7 +293,11 @@ fn down_refuses_while_the_new_release_writes_so_no_insert_fails_and_no_row_is_lo
     let started = Instant::now();
     let out = db.run("down.sql", None);
     failed_with(&out, "still connected");
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(
         db.sql(
             "SELECT count(*) FROM information_schema.columns \

@@ -394,9 +394,14 @@ const BREAKINGS: &[Breaking] = &[
 fn the_example_hard_wrapped_passes_every_check() {
     let mut samples = Samples::load();
     samples.findings = read(
-        repo_root().join("crates/registry/tests/research_samples/2.3.0-hard-wrapped/research/findings.md"),
+        repo_root()
+            .join("crates/registry/tests/research_samples/2.3.0-hard-wrapped/research/findings.md"),
     );
-    assert_ne!(samples.findings, Samples::load().findings, "the sample is wrapped");
+    assert_ne!(
+        samples.findings,
+        Samples::load().findings,
+        "the sample is wrapped"
+    );
     let failed: BTreeMap<_, _> = samples
         .check_errors()
         .into_iter()

@@ -226,9 +226,9 @@ fn renditions_parse_as_their_hosts_formats() {
         assert_ne!(codex.sha256, claude.sha256);
         seen += 1;
     }
-    // Five subagents at 1.0.0, the three research validators again at 2.0.0 and at 2.1.0, and
-    // the migration checker at 1.1.0.
-    assert_eq!(seen, 12);
+    // Five subagents at 1.0.0, the three research validators again at 2.0.0, 2.1.0 and 2.2.0,
+    // and the migration checker at 1.1.0.
+    assert_eq!(seen, 15);
     let skill = release
         .asset(
             AssetKind::Skill,
@@ -255,14 +255,17 @@ fn shipped_schemas_include_the_session_and_report_schemas() {
         [
             "migration-change@1.0.0",
             "migration-change@1.1.0",
+            "migration-change@1.2.0",
             "migration-check-report@1.0.0",
             "migration-check-report@1.1.0",
             "research-question@1.0.0",
             "research-question@2.0.0",
             "research-question@2.1.0",
+            "research-question@2.2.0",
             "source-list@1.0.0",
             "source-list@2.0.0",
             "source-list@2.1.0",
+            "source-list@2.2.0",
             "validator-report@1.0.0",
             "validator-report@2.0.0",
             "workflow-session@1.0.0"
