@@ -50,23 +50,22 @@ pub async fn get_report(
         "{}/admin/api/sessions/{id}?format={format}",
         server.trim_end_matches('/')
     );
-    let request = request(hyper::Request::get(&url), token)
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| format!("{url}: {e}"))?;
-    let (status, body) = exchange(&url, request, MAX_REPORT_BYTES).await?;
-    let text = String::from_utf8(body.to_vec())
-        .map_err(|_| format!("{url} answered {status} with bytes that are not UTF-8"))?;
-    Ok((status, text))
+    get_text(&url, token).await
 }
 
 /// Gets the sessions waiting for a sign-off the token's holder may give, from the server at
 /// `server` (`GET /admin/api/waiting`): the JSON document, with the HTTP status.
 pub async fn get_waiting(server: &str, token: Option<&str>) -> Result<(u16, String), String> {
     let url = format!("{}/admin/api/waiting", server.trim_end_matches('/'));
-    let request = request(hyper::Request::get(&url), token)
+    get_text(&url, token).await
+}
+
+/// A bounded GET of `url` with `token`: the answer as text, with the HTTP status.
+async fn get_text(url: &str, token: Option<&str>) -> Result<(u16, String), String> {
+    let request = request(hyper::Request::get(url), token)
         .body(Empty::<Bytes>::new())
         .map_err(|e| format!("{url}: {e}"))?;
-    let (status, body) = exchange(&url, request, MAX_REPORT_BYTES).await?;
+    let (status, body) = exchange(url, request, MAX_REPORT_BYTES).await?;
     let text = String::from_utf8(body.to_vec())
         .map_err(|_| format!("{url} answered {status} with bytes that are not UTF-8"))?;
     Ok((status, text))

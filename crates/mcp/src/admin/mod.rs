@@ -688,14 +688,24 @@ struct ReportFormat {
     format: Option<String>,
 }
 
-/// `GET /admin/api/sessions/{id}`: the session as `rimthan sessions show` prints it, for a
-/// program with its own bearer token (`sessions show --server`): `?format=json` the document,
-/// else the text. Who may read it is who may open its page: a facilitator of its organization or
-/// of all, a role holder while it waits for their sign-off, anyone where nobody authenticates
-/// (loopback only). Everyone else is answered as for an id no session has.
 /// The clock the pages count time left by.
 fn now() -> time::OffsetDateTime {
     time::OffsetDateTime::now_utc()
+}
+
+/// The sessions waiting for a sign-off `viewer` may give; none for a viewer who decides nothing.
+async fn waiting_for(
+    state: &AdminState,
+    viewer: &Viewer,
+) -> Result<Vec<rimthan_engine::Waiting>, Refusal> {
+    match &viewer.approver {
+        Some(approver) => state
+            .engine
+            .waiting_for(approver)
+            .await
+            .map_err(unavailable),
+        None => Ok(Vec::new()),
+    }
 }
 
 /// `/admin/waiting`: the sessions waiting for a sign-off the viewer may give.
@@ -703,14 +713,7 @@ async fn waiting(
     State(state): State<AdminState>,
     Extension(viewer): Extension<Viewer>,
 ) -> Result<Response, Refusal> {
-    let waiting = match &viewer.approver {
-        Some(approver) => state
-            .engine
-            .waiting_for(approver)
-            .await
-            .map_err(unavailable)?,
-        None => Vec::new(),
-    };
+    let waiting = waiting_for(&state, &viewer).await?;
     Ok(page(
         StatusCode::OK,
         pages::waiting(&state.access, &viewer, &waiting, now()),
@@ -736,14 +739,7 @@ async fn waiting_api(
         .and_then(|v| v.to_str().ok())
         .and_then(crate::auth::bearer_token);
     let viewer = viewer_of(auth, token, peer.map(|p| p.0)).await?;
-    let waiting = match &viewer.approver {
-        Some(approver) => state
-            .engine
-            .waiting_for(approver)
-            .await
-            .map_err(unavailable)?,
-        None => Vec::new(),
-    };
+    let waiting = waiting_for(&state, &viewer).await?;
     let now = now();
     let rows: Vec<serde_json::Value> = waiting
         .iter()
@@ -759,6 +755,11 @@ async fn waiting_api(
     Ok(axum::Json(serde_json::json!({ "waiting": rows })).into_response())
 }
 
+/// `GET /admin/api/sessions/{id}`: the session as `rimthan sessions show` prints it, for a
+/// program with its own bearer token (`sessions show --server`): `?format=json` the document,
+/// else the text. Who may read it is who may open its page: a facilitator of its organization or
+/// of all, a role holder while it waits for their sign-off, anyone where nobody authenticates
+/// (loopback only). Everyone else is answered as for an id no session has.
 async fn report(
     State(state): State<AdminState>,
     Path(id): Path<String>,
