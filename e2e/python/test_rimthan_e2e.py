@@ -878,7 +878,8 @@ async def test_a_report_without_a_field_its_own_schema_requires_is_rejected(
                     prepare["host_attestation"] = host_attestation(wf, deliveries)
                 else:
                     prepare["output_attestation"] = {
-                        "artifacts": [write_and_attest_output(wf, project, o) for o in step["outputs"]]
+                        "artifacts": [write_and_attest_output(wf, project, o) for o in step["outputs"]],
+                        "inputs": input_texts(project, step),
                     }
                 plan = await call_ok(client, PREPARE, prepare)
                 reports = passing_reports(wf, project, plan)
@@ -1132,6 +1133,12 @@ async def test_an_output_that_breaks_a_check_is_sent_to_revise_with_rule_and_lin
                                                   "validation_id": plan["validation_id"],
                                                   "reports": passing_reports(wf, project, plan)})
             assert done["status"] == "completed", done
+    # The session's timeline says what sent the step back: the check and its rule.
+    shown = subprocess.run([_require_binary(), "sessions", "show", done["session_id"], "--server", checked_server.base],
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+                           env={**os.environ, "RIMTHAN_TOKEN": checked_server.tokens["facilitator"]})
+    assert shown.returncode == 0, shown.stderr
+    assert b"write-fix failed by check notes-name-rollback (rollback-owner)" in shown.stdout, shown.stdout
 
 
 @pytest.mark.parametrize("workflow_id", ["research-study", "schema-migration"])

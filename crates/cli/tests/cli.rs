@@ -229,6 +229,21 @@ fn an_openid_issuer_the_server_cannot_trust_stops_start_up() {
 }
 
 #[test]
+fn keygen_makes_the_key_folder_readable_by_its_owner_only() {
+    let work = tempfile::tempdir().unwrap();
+    let key = work.path().join("keys/org/acme.key");
+    let made = rimthan(&["registry", "keygen", "--out", key.to_str().unwrap()]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&work.path().join("keys/org")), 0o700);
+        assert_eq!(mode(&key), 0o600);
+    }
+}
+
+#[test]
 fn keygen_never_overwrites_a_key() {
     let work = tempfile::tempdir().unwrap();
     let key = work.path().join("k");

@@ -80,6 +80,22 @@ fn stage_stops_at_sign_off_and_approvers_decide_from_the_command_line() {
     let url = format!("{server}/mcp");
     let project = dir.path().join("project");
 
+    // Without a token, the server's 401 is said as what to do, not as transport types.
+    let refused = Command::new(BIN)
+        .args(["stage", "--harness", "codex", "--url", &url, "--project"])
+        .arg(dir.path().join("tokenless"))
+        .env_remove("RIMTHAN_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr).contains(&format!(
+            "the server at {url} requires a bearer token (401): pass --token or set RIMTHAN_TOKEN"
+        )),
+        "{}",
+        text(&refused.stderr)
+    );
+
     // Stopped at sign-off: exit status 4, who may decide, and the session's page.
     let out = stage(&url, &project, false);
     let stdout = text(&out.stdout);

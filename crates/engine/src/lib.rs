@@ -48,7 +48,7 @@ pub use engine::{
     ACTIVE_STEP_CACHE_BOUNDS, Engine, MAX_WAITING_LISTED, TIMER_BATCH, TimersFired, Waiting,
 };
 pub use error::EngineError;
-pub use model::audit::{AuditDecision, AuditEntry, Judgement, Operation, Outcome};
+pub use model::audit::{AuditCheck, AuditDecision, AuditEntry, Judgement, Operation, Outcome};
 pub use model::bounds::{
     MAX_FORBIDDEN_PATHS, MAX_GLOB_BYTES, MAX_SCHEMA_ERROR_CHARS, MAX_SCHEMA_ERRORS,
 };

@@ -28,6 +28,8 @@ pub struct SessionReport {
     chain: AuditVerification,
     statement: Option<Statement>,
     deliveries: Vec<rimthan_engine::DeliveryRecord>,
+    /// The workflow's step ids in order, when the registry still holds its release.
+    steps: Vec<String>,
 }
 
 /// Undelivered webhook events a report lists at most.
@@ -62,7 +64,13 @@ impl SessionReport {
             _ => None,
         };
         let deliveries = store.deliveries(Some(id), DELIVERIES_SHOWN).await?;
+        let steps = registry
+            .release(&session.release)
+            .and_then(|r| r.workflow(&session.workflow, &session.workflow_version))
+            .map(|w| w.steps().iter().map(|s| s.doc().id.to_string()).collect())
+            .unwrap_or_default();
         Ok(Self {
+            steps,
             session,
             timeline,
             chain,
@@ -202,16 +210,40 @@ impl SessionReport {
             }
         }
         say!(out, "\ntimeline");
+        // The checks of the latest preparation, which judge the submission after it.
+        let mut prepared: &[rimthan_engine::AuditCheck] = &[];
         for e in timeline {
+            if !e.checks.is_empty() {
+                prepared = &e.checks;
+            }
             let codes: Vec<&str> = e.codes.iter().map(|c| c.as_str()).collect();
-            // A judged submission names its step and the validators that sent it back.
-            let judged =
-                e.judgement
-                    .as_ref()
-                    .map_or_else(String::new, |j| match j.failed.as_slice() {
-                        [] => format!("{} passed", j.step),
-                        failed => format!("{} failed by {}", j.step, failed.join(", ")),
-                    });
+            // A judged submission names its step and what sent it back: validators, and the
+            // checks that failed with their rules.
+            let judged = e.judgement.as_ref().map_or_else(String::new, |j| {
+                let mut by: Vec<String> = j.failed.clone();
+                if e.outcome == rimthan_engine::Outcome::Revise {
+                    by.extend(
+                        prepared
+                            .iter()
+                            .filter(|c| c.verdict == rimthan_engine::CheckVerdict::Fail)
+                            .map(|c| {
+                                let mut rules: Vec<&str> = c
+                                    .findings
+                                    .iter()
+                                    .filter(|f| f.severity == rimthan_engine::Severity::Error)
+                                    .map(|f| f.rule.as_str())
+                                    .collect();
+                                rules.dedup();
+                                format!("check {} ({})", c.id, printable(&rules.join(", ")))
+                            }),
+                    );
+                }
+                if by.is_empty() {
+                    format!("{} passed", j.step)
+                } else {
+                    format!("{} failed by {}", j.step, by.join(", "))
+                }
+            });
             // A decision names who made it and what they wrote, refused ones too.
             let decided = e.decision.as_ref().map_or_else(String::new, |d| {
                 let by = e.principal.as_deref().unwrap_or("someone unauthenticated");
@@ -263,7 +295,7 @@ impl SessionReport {
                 );
             }
         }
-        report_rounds(&mut out, session);
+        report_rounds(&mut out, session, &self.steps);
         if !session.ledger.is_empty() {
             say!(
                 out,
@@ -285,7 +317,7 @@ impl SessionReport {
 
 /// Every kept round of validator reports and deterministic checks, per step: verdict, summary,
 /// findings and the fields a report schema adds.
-fn report_rounds(out: &mut String, session: &Session) {
+fn report_rounds(out: &mut String, session: &Session, steps: &[String]) {
     if session.report_rounds.is_empty() {
         return;
     }
@@ -294,7 +326,15 @@ fn report_rounds(out: &mut String, session: &Session) {
         "\nchecks and validator reports (the last {} rounds per step)",
         rimthan_engine::REPORT_ROUNDS_KEPT
     );
-    for (step, rounds) in &session.report_rounds {
+    // In workflow order; a step the registry no longer names goes last.
+    let mut ordered: Vec<_> = session.report_rounds.iter().collect();
+    ordered.sort_by_key(|(step, _)| {
+        steps
+            .iter()
+            .position(|s| s == step.as_str())
+            .unwrap_or(usize::MAX)
+    });
+    for (step, rounds) in ordered {
         for round in rounds {
             say!(out, "  {step} round {} ({})", round.round, round.at);
             for c in &round.checks {

@@ -190,6 +190,22 @@ async fn connect_once(
             protocol,
             token,
         } => {
+            // rmcp names a 401 "Auth required" inside its transport error; say what to do instead.
+            let err = |e: &dyn std::fmt::Display| {
+                let said = e.to_string();
+                if said.contains("Auth required") {
+                    StageError::Unauthorized {
+                        url: url.to_string(),
+                        given: if token.is_some() {
+                            " (the token given was refused)"
+                        } else {
+                            ""
+                        },
+                    }
+                } else {
+                    StageError::Connect(said)
+                }
+            };
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
             if let Some(token) = token {
                 config = config.auth_header(token.clone());

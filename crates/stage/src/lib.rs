@@ -73,6 +73,16 @@ pub enum StageError {
     /// The server could not be reached or spoke no MCP.
     #[error("cannot talk to the server: {0}")]
     Connect(String),
+    /// The server answered 401: it wants a bearer token this run did not give, or refused it.
+    #[error(
+        "the server at {url} requires a bearer token (401): pass --token or set RIMTHAN_TOKEN{given}"
+    )]
+    Unauthorized {
+        /// The MCP endpoint.
+        url: String,
+        /// What to add when a token was given and refused.
+        given: &'static str,
+    },
     /// The in-process server's channel names no release, so there is nothing to serve.
     #[error(
         "channel {channel} names no release in the registry (channels: {channels}); point it at \

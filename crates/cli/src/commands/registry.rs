@@ -200,8 +200,8 @@ fn init(args: InitArgs) -> anyhow::Result<()> {
     }
     println!(
         "\nEdit the workflow under {dir}/workflows/{workflow}/, then:\n\
-         \x20 rimthan registry keygen --out my-org.key\n\
-         \x20 rimthan registry build {dir} --out my-registry --release 0.1.0 --key my-org.key --channel stable\n\
+         \x20 rimthan registry keygen --out ~/.rimthan/keys/my-org.key   # outside the source: never commit a key\n\
+         \x20 rimthan registry build {dir} --out my-registry --release 2027.01.0 --key ~/.rimthan/keys/my-org.key --channel stable\n\
          \x20 rimthan serve --registry my-registry\n\
          \x20 rimthan stage --harness {harness} --project my-try --url http://127.0.0.1:8787/mcp --workflow {workflow}\n\
          See docs/registry-format.md (section 5) for the source format."
@@ -237,6 +237,15 @@ fn keygen(args: KeygenArgs) -> anyhow::Result<()> {
     let key = SigningKey::generate()?;
     let mut text = serde_json::to_string_pretty(&key.to_file())?;
     text.push('\n');
+    // `--out ~/keys/acme.key` on a fresh machine: the folder is made, readable by its owner only.
+    if let Some(parent) = args
+        .out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty() && !p.exists())
+    {
+        create_private_dir(parent)
+            .with_context(|| format!("{}: cannot create the key's folder", parent.display()))?;
+    }
     match write_private(&args.out, text.as_bytes()) {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             return Err(InputError(format!(
@@ -251,6 +260,20 @@ fn keygen(args: KeygenArgs) -> anyhow::Result<()> {
     }
     println!("key {} written to {}", key.key_id(), args.out.display());
     Ok(())
+}
+
+#[cfg(unix)]
+fn create_private_dir(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+}
+
+#[cfg(not(unix))]
+fn create_private_dir(path: &Path) -> std::io::Result<()> {
+    fs::create_dir_all(path)
 }
 
 #[cfg(unix)]
