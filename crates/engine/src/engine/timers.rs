@@ -12,7 +12,7 @@ use super::{Engine, access::Door, transact::Ruling};
 use crate::{
     error::EngineError,
     model::session::{SessionId, unix_seconds},
-    rules::{transition, view::Pinned},
+    rules::{timer, view::Pinned},
 };
 
 /// Sessions one pass fires at most; a pass that fires this many is followed by another.
@@ -57,8 +57,7 @@ impl Engine {
                 |opened| {
                     let session = opened.session();
                     let pinned = Pinned::resolve(opened.release(), session, &self.policies)?;
-                    let Some((next, fired, record)) = transition::fired(&pinned, session, now)
-                    else {
+                    let Some((next, fired, record)) = timer::fired(&pinned, session, now) else {
                         return Ok(Ruling::Leave(false));
                     };
                     let mut audit =

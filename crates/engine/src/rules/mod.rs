@@ -11,5 +11,6 @@ pub(crate) mod notify;
 pub(crate) mod offers;
 pub(crate) mod reports;
 pub(crate) mod schema;
+pub(crate) mod timer;
 pub(crate) mod transition;
 pub(crate) mod view;
