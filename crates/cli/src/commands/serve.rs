@@ -273,12 +273,7 @@ fn fire_timers(engine: Arc<Engine>, metrics: Arc<rimthan_mcp::Metrics>) {
             loop {
                 ticks.tick().await;
                 loop {
-                    let now = time::OffsetDateTime::now_utc()
-                        .replace_nanosecond(0)
-                        .expect("0 ns is valid")
-                        .format(&time::format_description::well_known::Rfc3339)
-                        .expect("UTC times format");
-                    match engine.fire_due(&now).await {
+                    match engine.fire_due_now().await {
                         Ok(pass) => {
                             metrics.timers_fired(pass.fired);
                             if pass.due < rimthan_engine::TIMER_BATCH as usize {

@@ -11,7 +11,7 @@
 use super::{Engine, access::Door, transact::Ruling};
 use crate::{
     error::EngineError,
-    model::session::{SessionId, unix_seconds},
+    model::session::{SessionId, now_rfc3339, unix_seconds},
     rules::{timer, view::Pinned},
 };
 
@@ -45,6 +45,11 @@ impl Engine {
             }
         }
         Ok(pass)
+    }
+
+    /// Fires the timers due now, by the server's clock.
+    pub async fn fire_due_now(&self) -> Result<TimersFired, EngineError> {
+        self.fire_due(&now_rfc3339()).await
     }
 
     /// Fires the timer of session `id` due at `now`, if one still is.

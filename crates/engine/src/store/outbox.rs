@@ -5,7 +5,7 @@
 
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
 
-use super::{StoreError, StoreErrorKind};
+use super::StoreError;
 use crate::model::{
     notify::{DeliveryOutcome, DeliveryRecord, OutboxCounts, WebhookDelivery},
     session::SessionId,
@@ -172,6 +172,5 @@ where
                 last_error: row.try_get(5)?,
             })
         })
-        .collect::<Result<Vec<_>, sqlx::Error>>()
-        .map_err(|e| StoreError::new(StoreErrorKind::Corrupt, e))
+        .collect()
 }
