@@ -4,7 +4,7 @@ use std::time::Duration;
 
 /// Bounds on one run of one check. Each bound, when hit, ends the run with its own
 /// `crate::CheckError` code; none is a silent cut.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Limits {
     /// Bytes of one input, checked before any parser runs.

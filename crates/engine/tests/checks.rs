@@ -471,3 +471,27 @@ async fn a_check_rolled_out_as_warn_reports_its_errors_as_warnings_and_blocks_no
     );
     assert_ne!(next.status, Status::Revise, "a warning blocks nothing");
 }
+
+#[tokio::test]
+async fn a_check_runs_once_per_set_of_texts_while_its_findings_are_kept() {
+    let at = at_write_note().await;
+    let before = at.engine.checks_run();
+    let first = at.plan(NOTE_NO_OWNER, SQL_OK).await;
+    assert_eq!(at.engine.checks_run() - before, 2);
+    // The note changed, the SQL did not: only the check that reads the note runs again.
+    let second = at.plan(NOTE_OK, SQL_OK).await;
+    assert_eq!(at.engine.checks_run() - before, 3);
+    assert_eq!(first.checks[1].record, second.checks[1].record);
+    // The first texts again: both verdicts are kept, and the plan is the one they gave.
+    let third = at.plan(NOTE_NO_OWNER, SQL_OK).await;
+    assert_eq!(at.engine.checks_run() - before, 3);
+    let records = |p: &ValidationPlan| {
+        p.checks
+            .iter()
+            .map(|c| c.record.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(records(&first), records(&third));
+    let kept = at.engine.verdict_cache();
+    assert_eq!((kept.entries, kept.hits), (3, 3));
+}

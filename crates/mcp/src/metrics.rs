@@ -87,7 +87,8 @@ pub struct Gauges {
     /// Its manifest digest.
     pub manifest_sha256: String,
     /// Each bounded cache by name: `session` (the store's live sessions), `active_step`
-    /// (payloads by session revision), `resource_read` (reads by registry snapshot and URI).
+    /// (payloads by session revision), `check_verdict` (check findings by check and input
+    /// digests), `resource_read` (reads by registry snapshot and URI).
     pub caches: Vec<(&'static str, CacheStats)>,
     /// Deterministic check runs since start (`Engine::checks_run`).
     pub check_runs: u64,

@@ -88,11 +88,12 @@ impl RimthanServer {
 
     /// Each bounded cache the server reads through, by the name its metrics carry.
     pub fn caches(&self) -> Vec<(&'static str, rimthan_engine::cache::CacheStats)> {
-        let mut caches = Vec::with_capacity(3);
+        let mut caches = Vec::with_capacity(4);
         if let Some(sessions) = self.engine.store().session_cache() {
             caches.push(("session", sessions));
         }
         caches.push(("active_step", self.engine.active_step_cache()));
+        caches.push(("check_verdict", self.engine.verdict_cache()));
         caches.push(("resource_read", self.reads.stats()));
         caches
     }

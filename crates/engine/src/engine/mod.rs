@@ -60,8 +60,8 @@ pub struct Engine {
     custody: KeyCustody,
     retired: Vec<PublicKeyFile>,
     steps: active_step::StepCache,
-    /// Deterministic check runs made since start (`checks_run`).
-    checks_run: std::sync::atomic::AtomicU64,
+    /// The findings of the checks run since start, by what determines them.
+    verdicts: crate::rules::checks::Verdicts,
     /// Where webhook events go; none writes no events.
     notify: Option<crate::model::notify::NotifyConfig>,
 }
@@ -141,16 +141,23 @@ impl Engine {
             custody,
             retired,
             steps: active_step::StepCache::new(ACTIVE_STEP_CACHE_BOUNDS),
-            checks_run: std::sync::atomic::AtomicU64::new(0),
+            verdicts: crate::rules::checks::Verdicts::default(),
             notify: None,
         })
     }
 
     /// How many times this engine has run a deterministic check since it started: once per
-    /// check per preparation, however many times a lost compare-and-swap reopens the session
-    /// (exported as `rimthan_check_runs_total`).
+    /// check and set of input digests while its findings are kept, however many times a
+    /// preparation is retried or a lost compare-and-swap reopens the session (exported as
+    /// `rimthan_check_runs_total`).
     pub fn checks_run(&self) -> u64 {
-        self.checks_run.load(std::sync::atomic::Ordering::Relaxed)
+        self.verdicts.runs()
+    }
+
+    /// What the verdict cache (check findings by check and input digests) holds and how it has
+    /// served.
+    pub fn verdict_cache(&self) -> crate::cache::CacheStats {
+        self.verdicts.stats()
     }
 
     /// Seals the audit chains changed since the last seal with the provenance key

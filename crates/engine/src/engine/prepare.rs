@@ -14,7 +14,7 @@ use crate::{
     model::request::PrepareRequest,
     model::session::{PlanRecord, Principal, RequestTool, Session, SessionId, Status, now_rfc3339},
     rules::attestation::{check_host, check_outputs},
-    rules::checks::{Checked, Verdicts, run_checks},
+    rules::checks::{Checked, run_checks},
     rules::transition,
     rules::view::{Pinned, Planned},
 };
@@ -49,7 +49,6 @@ impl Engine {
             evidence,
             retry: Some(&fingerprint),
         };
-        let mut verdicts = Verdicts::default();
         let done = self
             .transact(door, PrepareResult::Rejected, |opened| {
                 let session = opened.session();
@@ -61,7 +60,7 @@ impl Engine {
                     let audit = self.audit(TOOL, Some(session), Outcome::Replayed, principal);
                     return Ok(Ruling::Answer(PrepareResult::Ready(payload), audit));
                 }
-                match self.check_preparation(&pinned, session, &req, &mut verdicts) {
+                match self.check_preparation(&pinned, session, &req) {
                     Ok(plan) => {
                         let host = match (&req.host_attestation, evidence) {
                             (Some(_), Evidence::Attestation(digest)) => Some(digest),
@@ -93,8 +92,6 @@ impl Engine {
                 }
             })
             .await;
-        self.checks_run
-            .fetch_add(verdicts.runs(), std::sync::atomic::Ordering::Relaxed);
         done.map(|done| done.answer)
     }
 
@@ -103,7 +100,6 @@ impl Engine {
         pinned: &Pinned<'_>,
         session: &Session,
         req: &PrepareRequest,
-        verdicts: &mut Verdicts,
     ) -> Result<PlanRecord, Vec<Failure>> {
         if session.status == Status::AwaitingApproval {
             return Err(vec![transition::awaiting_approval(session)]);
@@ -134,7 +130,7 @@ impl Engine {
             }
             (false, None, Some(att)) => {
                 let outputs = check_outputs(pinned, session, step, att)?;
-                let checked = run_checks(pinned, session, step, att, &outputs, verdicts)?;
+                let checked = run_checks(pinned, session, step, att, &outputs, &self.verdicts)?;
                 (outputs, checked)
             }
             _ => {

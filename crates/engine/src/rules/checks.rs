@@ -9,11 +9,16 @@
 //! finding sends the step to `revise` whatever the reports say.
 
 use std::collections::BTreeMap;
+use std::sync::{
+    Arc,
+    atomic::{AtomicU64, Ordering},
+};
 
-use rimthan_checks::{CheckError, Finding, Input, Severity};
+use rimthan_checks::{CheckError, Finding, Input, Limits, Severity};
 use rimthan_registry::{Sha256Digest, Step};
 
 use crate::{
+    cache::{BoundedCache, CacheBounds, CacheStats},
     model::checks::{CheckFinding, CheckRecord, CheckVerdict, MAX_KEPT_CHECK_FINDINGS},
     model::codes::{Code, Failure},
     model::request::OutputAttestation,
@@ -29,22 +34,84 @@ pub(crate) struct Checked {
     pub(crate) signed_texts: BTreeMap<String, String>,
 }
 
-/// The outcomes of the checks one preparation has run, by what determines them: the check's
-/// digest and the digests of the texts it read. A lost compare-and-swap reopens the session and
-/// judges the preparation again; a check is deterministic, so it does not run again.
-#[derive(Default)]
+/// The bounds of the verdict cache: a verdict is a few findings (at most
+/// `Limits::max_findings`, each message bounded), so 16 MiB holds thousands of preparations.
+pub(crate) const VERDICT_CACHE_BOUNDS: CacheBounds = CacheBounds {
+    max_bytes: 16 * 1024 * 1024,
+    max_entries: 16_384,
+};
+
+/// The findings of the checks this engine has run, by what determines them: the check's
+/// digest, the bounds it ran under, and each input's path and digest. A check is deterministic,
+/// so a retried preparation (a lost reply, a lost compare-and-swap, a harness preparing the same
+/// outputs again) does not run it again. Only findings are kept: a check that stopped at a
+/// bound may have stopped on a busy machine's clock, so it runs again. Every key is made of
+/// values the server verified (a registry digest, a declared path, the digest of bytes it
+/// hashed itself), and the cache is bounded in bytes (`docs/engine.md` §5.1).
+#[derive(Debug)]
 pub(crate) struct Verdicts {
-    known: BTreeMap<VerdictKey, Result<Vec<Finding>, CheckError>>,
-    runs: u64,
+    known: BoundedCache<VerdictKey, Arc<Vec<Finding>>>,
+    runs: AtomicU64,
 }
 
-/// What determines a check's outcome: its digest, and each input's path and digest.
-type VerdictKey = (String, BTreeMap<String, String>);
+/// What determines a check's outcome.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct VerdictKey {
+    check: Sha256Digest,
+    limits: Limits,
+    inputs: Vec<(String, Sha256Digest)>,
+}
+
+impl Default for Verdicts {
+    fn default() -> Self {
+        Self {
+            known: BoundedCache::new(VERDICT_CACHE_BOUNDS),
+            runs: AtomicU64::new(0),
+        }
+    }
+}
 
 impl Verdicts {
     /// How many checks actually ran.
     pub(crate) fn runs(&self) -> u64 {
-        self.runs
+        self.runs.load(Ordering::Relaxed)
+    }
+
+    /// What the cache holds and how it has served.
+    pub(crate) fn stats(&self) -> CacheStats {
+        self.known.stats()
+    }
+
+    /// The findings of `check` on `inputs`, kept or run now.
+    fn judge(
+        &self,
+        check: &rimthan_registry::StepCheck,
+        texts: &[&Text<'_>],
+    ) -> Result<Arc<Vec<Finding>>, CheckError> {
+        let key = VerdictKey {
+            check: check.entry().sha256,
+            limits: check.compiled().limits().clone(),
+            inputs: texts.iter().map(|t| (t.path.clone(), t.sha256)).collect(),
+        };
+        if let Some(known) = self.known.get_if(&key, |_| true) {
+            return Ok(known);
+        }
+        let inputs: Vec<Input<'_>> = texts
+            .iter()
+            .map(|t| Input::new(&t.path, t.text.as_bytes()))
+            .collect();
+        let findings = Arc::new(run_blocking(|| check.compiled().run(&inputs))?);
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        let weight = key.inputs.iter().map(|(p, _)| p.len() + 64).sum::<usize>()
+            + findings
+                .iter()
+                .map(|f| {
+                    f.rule.len() + f.message.len() + f.path.as_ref().map_or(0, String::len) + 64
+                })
+                .sum::<usize>()
+            + 128;
+        self.known.insert(key, Arc::clone(&findings), weight);
+        Ok(findings)
     }
 }
 
@@ -58,7 +125,7 @@ pub(crate) fn run_checks(
     step: &Step,
     att: &OutputAttestation,
     accepted: &BTreeMap<String, AcceptedArtifact>,
-    verdicts: &mut Verdicts,
+    verdicts: &Verdicts,
 ) -> Result<Checked, Vec<Failure>> {
     let signed = step.doc().approval.is_some();
     // A text sent for any output is held to its digest, even where no check reads it: the
@@ -84,24 +151,17 @@ pub(crate) fn run_checks(
     let mut failures = Vec::new();
     for check in step.checks() {
         let doc = check.doc();
-        let mut inputs = Vec::with_capacity(doc.reads.len());
-        let mut read = BTreeMap::new();
-        for artifact in &doc.reads {
-            let text = &texts[artifact.as_str()];
-            inputs.push(Input::new(&text.path, text.text.as_bytes()));
-            read.insert(text.path.clone(), text.sha256.to_string());
-        }
-        let key = (check.entry().sha256.to_string(), read.clone());
-        let outcome = match verdicts.known.get(&key) {
-            Some(known) => known.clone(),
-            None => {
-                let outcome = run_blocking(|| check.compiled().run(&inputs));
-                verdicts.runs += 1;
-                verdicts.known.insert(key, outcome.clone());
-                outcome
-            }
-        };
-        match outcome.map(|findings| doc.enforce(findings)) {
+        let read: Vec<&Text<'_>> = doc
+            .reads
+            .iter()
+            .map(|artifact| &texts[artifact.as_str()])
+            .collect();
+        let outcome = verdicts.judge(check, &read);
+        let read: BTreeMap<String, String> = read
+            .iter()
+            .map(|t| (t.path.clone(), t.sha256.to_string()))
+            .collect();
+        match outcome.map(|findings| doc.enforce(Vec::clone(&findings))) {
             Ok(findings) => {
                 let failed = findings.iter().any(|f| f.severity == Severity::Error);
                 records.push(CheckRecord {
