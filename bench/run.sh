@@ -140,6 +140,7 @@ PY
 
 # Whole sessions over HTTP (2026-07-28): each worker a faithful harness (`rimthan stage` as a
 # library: connect, list, read the assets, every prepare and submit with real files read back),
+# each session's outputs its own bytes (`StageConfig::vary`), so no check verdict is reused,
 # against a fresh server and store per cell: a durable SQLite file, and PostgreSQL when psql
 # reaches one (BENCH_PG, default postgres://postgres@127.0.0.1:5432, a database created and
 # dropped per cell). Not pinned: the workers share the machine. After each cell: the server's

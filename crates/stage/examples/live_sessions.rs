@@ -52,6 +52,7 @@ async fn main() {
                         revise: false,
                         stop_after: Some(1),
                         sign_off_as: None,
+                        vary: None,
                     };
                     rimthan_stage::run(&config, &mut |_, _, _| {})
                         .await

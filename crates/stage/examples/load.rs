@@ -44,7 +44,11 @@ async fn main() {
             let (url, claimed, steps) = (url.clone(), claimed.clone(), steps.clone());
             let workflow = workflow.clone();
             tokio::spawn(async move {
-                while claimed.fetch_add(1, Ordering::Relaxed) < sessions {
+                loop {
+                    let index = claimed.fetch_add(1, Ordering::Relaxed);
+                    if index >= sessions {
+                        break;
+                    }
                     let project = tempfile::tempdir().expect("a temporary project");
                     let config = StageConfig {
                         harness,
@@ -61,6 +65,9 @@ async fn main() {
                         revise: false,
                         stop_after: None,
                         sign_off_as: None,
+                        // Each session sends its own bytes, as participants do: no check
+                        // verdict is kept from one session for another.
+                        vary: Some(index as u16),
                     };
                     let summary = rimthan_stage::run(&config, &mut |_, _, _| {})
                         .await

@@ -48,3 +48,19 @@ pub(crate) async fn output_content(
     text.push('\n');
     Ok(text.into_bytes())
 }
+
+/// Appends a line of sixteen spaces and tabs spelling `nonce` in binary to a JSON or Markdown
+/// output that ends with a newline: whitespace after a JSON value, and a blank line at the end
+/// of a Markdown file, change the bytes and not what either parses to.
+pub(crate) fn vary(bytes: &mut Vec<u8>, output: &Value, nonce: u16) {
+    let media = output["media_type"].as_str().unwrap_or_default();
+    if !matches!(media, "application/json" | "text/markdown") || bytes.last() != Some(&b'\n') {
+        return;
+    }
+    bytes.extend(
+        (0..16)
+            .rev()
+            .map(|bit| if nonce >> bit & 1 == 1 { b'\t' } else { b' ' }),
+    );
+    bytes.push(b'\n');
+}

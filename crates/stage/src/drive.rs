@@ -213,7 +213,11 @@ pub(crate) async fn drive(
             let outputs = step["outputs"].as_array().cloned().unwrap_or_default();
             for (i, output) in outputs.iter().enumerate() {
                 let path = str_field(output, rimthan_mcp::ACTIVE_STEP, "path")?;
-                let bytes = content::output_content(client, &step_id, &step_doc, output).await?;
+                let mut bytes =
+                    content::output_content(client, &step_id, &step_doc, output).await?;
+                if let Some(nonce) = config.vary {
+                    content::vary(&mut bytes, output, nonce);
+                }
                 if i == 0 && fault == Some(Fault::SymlinkedOutput) {
                     project.symlink_to_shadow(path, &bytes)?;
                 } else {

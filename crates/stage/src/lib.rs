@@ -223,6 +223,10 @@ pub struct StageConfig {
     /// Sign off every step that waits for it under this name, as the operator at this machine
     /// (in-process only, where nobody authenticates: recorded as asserted).
     pub sign_off_as: Option<String>,
+    /// Make every JSON and Markdown output this session's own: a final line of spaces and tabs
+    /// spelling this number in binary, which neither format reads. Load tests set it per session,
+    /// so no two sessions send the same bytes, as no two participants do.
+    pub vary: Option<u16>,
 }
 
 /// How a step went.

@@ -81,6 +81,7 @@ async fn sessions_survive_an_unlucky_network(store: Arc<dyn Store>, seed: u64) {
                     revise: false,
                     stop_after: None,
                     sign_off_as: None,
+                    vary: None,
                 };
                 let mut summary = rimthan_stage::run(&config, &mut |_, _, _| {}).await?;
                 // A step that waits for sign-off: a facilitator decides, and the harness

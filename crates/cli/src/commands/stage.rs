@@ -45,6 +45,7 @@ pub(crate) struct StageArgs {
     /// (in-process only, where nobody authenticates: recorded as asserted, not authenticated).
     #[arg(long, value_name = "NAME")]
     sign_off_as: Option<String>,
+    vary: None,
     /// A bearer token for a server at --url that authenticates callers.
     #[arg(long, env = "RIMTHAN_TOKEN", hide_env_values = true)]
     token: Option<String>,
