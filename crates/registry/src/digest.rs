@@ -23,7 +23,10 @@ impl Sha256Digest {
 
 impl fmt::Display for Sha256Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&hex::encode(self.0))
+        // On the stack: digests are written into every payload, audit entry and statement.
+        let mut text = [0u8; 64];
+        hex::encode_to_slice(self.0, &mut text).expect("64 hex digits hold 32 bytes");
+        f.write_str(std::str::from_utf8(&text).expect("hex digits are ASCII"))
     }
 }
 

@@ -45,7 +45,6 @@ pub(crate) struct StageArgs {
     /// (in-process only, where nobody authenticates: recorded as asserted, not authenticated).
     #[arg(long, value_name = "NAME")]
     sign_off_as: Option<String>,
-    vary: None,
     /// A bearer token for a server at --url that authenticates callers.
     #[arg(long, env = "RIMTHAN_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -177,6 +176,7 @@ impl StageArgs {
             revise: self.revise,
             stop_after: self.stop_after.map(|n| n as usize),
             sign_off_as: self.sign_off_as,
+            vary: None,
         };
         let bar = std::io::stderr().is_terminal();
         let runtime = tokio::runtime::Builder::new_multi_thread()
