@@ -2,7 +2,10 @@
 //! registry, listed sorted and paginated, and read from the release each URI names, whatever
 //! the active channel says now.
 
-use std::collections::BTreeMap;
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, PoisonError, RwLock},
+};
 
 use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
 use rimthan_registry::{
@@ -148,16 +151,14 @@ fn bootstrap_item(entrypoint: &str) -> Item {
     }
 }
 
-/// `resources/list`: the active release's resources (plus the bootstrap, whose text is
-/// `entrypoint`), sorted by URI and paginated. The cursor is the last URI of the previous page,
-/// so pages stay consistent when a channel moves between calls.
-pub(crate) fn list(
+/// Every resource `resources/list` names for the active release (plus the bootstrap, whose text
+/// is `entrypoint`), sorted by URI.
+fn resources(
     registry: &VerifiedRegistry,
     active: &VerifiedRelease,
     entrypoint: &str,
     profile: Profile,
-    cursor: Option<&str>,
-) -> Result<ListResourcesResult, rmcp::ErrorData> {
+) -> Vec<Resource> {
     let mut items = match profile {
         Profile::WorkflowEngine => {
             let mut items = release_items(registry, active, profile);
@@ -167,31 +168,7 @@ pub(crate) fn list(
         Profile::Legacy => legacy_items(active),
     };
     items.sort_by(|a, b| a.uri.cmp(&b.uri));
-    let after = match cursor {
-        None => None,
-        Some(c) => Some(
-            URL_SAFE_NO_PAD
-                .decode(c)
-                .ok()
-                .and_then(|b| String::from_utf8(b).ok())
-                .ok_or_else(|| {
-                    rmcp::ErrorData::invalid_params(
-                        "invalid cursor: pass the nextCursor of the previous page, or none",
-                        None,
-                    )
-                })?,
-        ),
-    };
-    let page: Vec<Item> = items
-        .into_iter()
-        .filter(|i| after.as_ref().is_none_or(|a| i.uri.as_str() > a.as_str()))
-        .take(PAGE_SIZE + 1)
-        .collect();
-    let more = page.len() > PAGE_SIZE;
-    let page: Vec<Item> = page.into_iter().take(PAGE_SIZE).collect();
-    let next =
-        more.then(|| URL_SAFE_NO_PAD.encode(page.last().expect("a full page").uri.as_bytes()));
-    let resources = page
+    items
         .into_iter()
         .map(|i| {
             Resource::new(i.uri, i.name)
@@ -199,12 +176,75 @@ pub(crate) fn list(
                 .with_size(i.size as u64)
                 .with_meta(meta(i.meta))
         })
-        .collect();
-    let mut result = ListResourcesResult::with_all_items(resources)
-        .with_ttl_ms(TTL_MOVING_MS)
-        .with_cache_scope(CacheScope::Private);
-    result.next_cursor = next;
-    Ok(result)
+        .collect()
+}
+
+/// The sorted listing, kept for the registry snapshot it was built from. What it lists depends
+/// only on the snapshot (its active release and that release's bootstrap text) and on the
+/// server's profile, fixed for its life; a reload makes a new snapshot, and the next list builds
+/// the listing again. One listing is kept, the size of one release's manifest.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Listings {
+    kept: Arc<RwLock<Option<(Arc<VerifiedRegistry>, Arc<[Resource]>)>>>,
+}
+
+impl Listings {
+    /// `resources/list` of `registry`, whose active release is `active`: the page after
+    /// `cursor`, the last URI of the previous page, so pages stay consistent when a channel moves
+    /// between calls.
+    pub(crate) fn list(
+        &self,
+        registry: &Arc<VerifiedRegistry>,
+        active: &VerifiedRelease,
+        entrypoint: &str,
+        profile: Profile,
+        cursor: Option<&str>,
+    ) -> Result<ListResourcesResult, rmcp::ErrorData> {
+        let after = match cursor {
+            None => None,
+            Some(c) => Some(
+                URL_SAFE_NO_PAD
+                    .decode(c)
+                    .ok()
+                    .and_then(|b| String::from_utf8(b).ok())
+                    .ok_or_else(|| {
+                        rmcp::ErrorData::invalid_params(
+                            "invalid cursor: pass the nextCursor of the previous page, or none",
+                            None,
+                        )
+                    })?,
+            ),
+        };
+        let all = self.sorted(registry, || {
+            resources(registry, active, entrypoint, profile)
+        });
+        let from = after.map_or(0, |a| all.partition_point(|r| r.uri.as_str() <= a.as_str()));
+        let rest = &all[from..];
+        let page = rest[..rest.len().min(PAGE_SIZE)].to_vec();
+        let next = (rest.len() > PAGE_SIZE)
+            .then(|| URL_SAFE_NO_PAD.encode(page.last().expect("a full page").uri.as_bytes()));
+        let mut result = ListResourcesResult::with_all_items(page)
+            .with_ttl_ms(TTL_MOVING_MS)
+            .with_cache_scope(CacheScope::Private);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    fn sorted(
+        &self,
+        registry: &Arc<VerifiedRegistry>,
+        build: impl FnOnce() -> Vec<Resource>,
+    ) -> Arc<[Resource]> {
+        if let Some((kept_for, all)) = &*self.kept.read().unwrap_or_else(PoisonError::into_inner)
+            && Arc::ptr_eq(kept_for, registry)
+        {
+            return all.clone();
+        }
+        let all: Arc<[Resource]> = build().into();
+        *self.kept.write().unwrap_or_else(PoisonError::into_inner) =
+            Some((registry.clone(), all.clone()));
+        all
+    }
 }
 
 /// `resources/templates/list`.

@@ -35,6 +35,7 @@ pub struct RimthanServer {
     profile: Profile,
     metrics: Arc<Metrics>,
     entrypoints: Entrypoints,
+    listings: catalogue::Listings,
     reads: Arc<ReadCache>,
 }
 
@@ -46,6 +47,7 @@ impl RimthanServer {
             profile,
             metrics: Arc::default(),
             entrypoints: Entrypoints::default(),
+            listings: catalogue::Listings::default(),
             reads: Arc::default(),
         }
     }
@@ -226,7 +228,8 @@ impl ServerHandler for RimthanServer {
         let (registry, active) = self.active()?;
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
         let entrypoint = self.entrypoint(&registry, &active);
-        catalogue::list(&registry, &active, &entrypoint, self.profile, cursor)
+        self.listings
+            .list(&registry, &active, &entrypoint, self.profile, cursor)
     }
 
     async fn list_resource_templates(

@@ -14,7 +14,7 @@ use rimthan_registry::{
     verify_embedded, verify_registry,
 };
 use rmcp::model::ReadResourceRequestParams;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::common::*;
 
@@ -339,6 +339,52 @@ async fn a_channel_move_changes_what_a_repeated_read_returns() {
         .reload(true)
         .unwrap();
     assert_eq!(channels().await, json!(["stable"]));
+}
+
+#[tokio::test]
+async fn a_channel_move_changes_what_a_repeated_list_names() {
+    let (dir, server, http) = two_release_server().await;
+    // Over raw HTTP: a client may keep a listing for its `ttl`, the server must not.
+    let summaries = async || {
+        let mut named = Vec::new();
+        let mut cursor = Value::Null;
+        loop {
+            let params = json!({"cursor": cursor});
+            let body =
+                json!({"jsonrpc": "2.0", "id": 1, "method": "resources/list", "params": params})
+                    .to_string();
+            let request = format!(
+                "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let (status, answer) = raw_exchange(http.addr, request.as_bytes()).await;
+            let answer: Value = serde_json::from_slice(&answer).unwrap();
+            assert_eq!(status, 200, "{answer}");
+            for resource in answer["result"]["resources"].as_array().unwrap() {
+                let uri = resource["uri"].as_str().unwrap();
+                if uri.ends_with("/summary") {
+                    named.push(uri.to_owned());
+                }
+            }
+            cursor = answer["result"]["nextCursor"].clone();
+            if cursor.is_null() {
+                return named;
+            }
+        }
+    };
+    let before = ["rimthan://registry/2027.01.0/summary"];
+    assert_eq!(summaries().await, before);
+    assert_eq!(summaries().await, before);
+    set_channel(
+        dir.path(),
+        &"stable".parse().unwrap(),
+        &"2027.02.0".parse().unwrap(),
+    )
+    .unwrap();
+    Reloader::new(dir.path().to_owned(), server)
+        .reload(true)
+        .unwrap();
+    assert_eq!(summaries().await, ["rimthan://registry/2027.02.0/summary"]);
 }
 
 /// The release the server's active channel serves.
