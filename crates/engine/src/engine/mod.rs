@@ -19,6 +19,7 @@ mod start;
 mod submit;
 mod timers;
 mod transact;
+mod verdicts;
 
 use std::sync::Arc;
 
@@ -61,7 +62,7 @@ pub struct Engine {
     retired: Vec<PublicKeyFile>,
     steps: active_step::StepCache,
     /// The findings of the checks run since start, by what determines them.
-    verdicts: crate::rules::checks::Verdicts,
+    verdicts: verdicts::Verdicts,
     /// Where webhook events go; none writes no events.
     notify: Option<crate::model::notify::NotifyConfig>,
 }
@@ -141,7 +142,7 @@ impl Engine {
             custody,
             retired,
             steps: active_step::StepCache::new(ACTIVE_STEP_CACHE_BOUNDS),
-            verdicts: crate::rules::checks::Verdicts::default(),
+            verdicts: verdicts::Verdicts::default(),
             notify: None,
         })
     }

@@ -9,16 +9,12 @@
 //! finding sends the step to `revise` whatever the reports say.
 
 use std::collections::BTreeMap;
-use std::sync::{
-    Arc,
-    atomic::{AtomicU64, Ordering},
-};
+use std::sync::Arc;
 
-use rimthan_checks::{CheckError, Finding, Input, Limits, Severity};
-use rimthan_registry::{Sha256Digest, Step};
+use rimthan_checks::{CheckError, Finding, Input, Severity};
+use rimthan_registry::{Sha256Digest, Step, StepCheck};
 
 use crate::{
-    cache::{BoundedCache, CacheBounds, CacheStats},
     model::checks::{CheckFinding, CheckRecord, CheckVerdict, MAX_KEPT_CHECK_FINDINGS},
     model::codes::{Code, Failure},
     model::request::OutputAttestation,
@@ -34,85 +30,16 @@ pub(crate) struct Checked {
     pub(crate) signed_texts: BTreeMap<String, String>,
 }
 
-/// The bounds of the verdict cache: a verdict is a few findings (at most
-/// `Limits::max_findings`, each message bounded), so 16 MiB holds thousands of preparations.
-pub(crate) const VERDICT_CACHE_BOUNDS: CacheBounds = CacheBounds {
-    max_bytes: 16 * 1024 * 1024,
-    max_entries: 16_384,
-};
-
-/// The findings of the checks this engine has run, by what determines them: the check's
-/// digest, the bounds it ran under, and each input's path and digest. A check is deterministic,
-/// so a retried preparation (a lost reply, a lost compare-and-swap, a harness preparing the same
-/// outputs again) does not run it again. Only findings are kept: a check that stopped at a
-/// bound may have stopped on a busy machine's clock, so it runs again. Every key is made of
-/// values the server verified (a registry digest, a declared path, the digest of bytes it
-/// hashed itself), and the cache is bounded in bytes (`docs/engine.md` §5.1).
-#[derive(Debug)]
-pub(crate) struct Verdicts {
-    known: BoundedCache<VerdictKey, Arc<Vec<Finding>>>,
-    runs: AtomicU64,
-}
-
-/// What determines a check's outcome.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct VerdictKey {
-    check: Sha256Digest,
-    limits: Limits,
-    inputs: Vec<(String, Sha256Digest)>,
-}
-
-impl Default for Verdicts {
-    fn default() -> Self {
-        Self {
-            known: BoundedCache::new(VERDICT_CACHE_BOUNDS),
-            runs: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Verdicts {
-    /// How many checks actually ran.
-    pub(crate) fn runs(&self) -> u64 {
-        self.runs.load(Ordering::Relaxed)
-    }
-
-    /// What the cache holds and how it has served.
-    pub(crate) fn stats(&self) -> CacheStats {
-        self.known.stats()
-    }
-
-    /// The findings of `check` on `inputs`, kept or run now.
+/// What runs a check on the texts it reads, or answers for it from a verdict already reached:
+/// the engine keeps them (`engine/verdicts.rs`).
+pub(crate) trait Judge {
+    /// The findings of `check` on `inputs`, whose paths and digests are `digests`.
     fn judge(
         &self,
-        check: &rimthan_registry::StepCheck,
-        texts: &[&Text<'_>],
-    ) -> Result<Arc<Vec<Finding>>, CheckError> {
-        let key = VerdictKey {
-            check: check.entry().sha256,
-            limits: check.compiled().limits().clone(),
-            inputs: texts.iter().map(|t| (t.path.clone(), t.sha256)).collect(),
-        };
-        if let Some(known) = self.known.get_if(&key, |_| true) {
-            return Ok(known);
-        }
-        let inputs: Vec<Input<'_>> = texts
-            .iter()
-            .map(|t| Input::new(&t.path, t.text.as_bytes()))
-            .collect();
-        let findings = Arc::new(run_blocking(|| check.compiled().run(&inputs))?);
-        self.runs.fetch_add(1, Ordering::Relaxed);
-        let weight = key.inputs.iter().map(|(p, _)| p.len() + 64).sum::<usize>()
-            + findings
-                .iter()
-                .map(|f| {
-                    f.rule.len() + f.message.len() + f.path.as_ref().map_or(0, String::len) + 64
-                })
-                .sum::<usize>()
-            + 128;
-        self.known.insert(key, Arc::clone(&findings), weight);
-        Ok(findings)
-    }
+        check: &StepCheck,
+        inputs: &[Input<'_>],
+        digests: Vec<(String, Sha256Digest)>,
+    ) -> Result<Arc<Vec<Finding>>, CheckError>;
 }
 
 /// Verifies the texts the step's checks read (and, for a step that asks for sign-off, every
@@ -125,7 +52,7 @@ pub(crate) fn run_checks(
     step: &Step,
     att: &OutputAttestation,
     accepted: &BTreeMap<String, AcceptedArtifact>,
-    verdicts: &Verdicts,
+    verdicts: &impl Judge,
 ) -> Result<Checked, Vec<Failure>> {
     let signed = step.doc().approval.is_some();
     // A text sent for any output is held to its digest, even where no check reads it: the
@@ -156,7 +83,15 @@ pub(crate) fn run_checks(
             .iter()
             .map(|artifact| &texts[artifact.as_str()])
             .collect();
-        let outcome = verdicts.judge(check, &read);
+        let inputs: Vec<Input<'_>> = read
+            .iter()
+            .map(|t| Input::new(&t.path, t.text.as_bytes()))
+            .collect();
+        let outcome = verdicts.judge(
+            check,
+            &inputs,
+            read.iter().map(|t| (t.path.clone(), t.sha256)).collect(),
+        );
         let read: BTreeMap<String, String> = read
             .iter()
             .map(|t| (t.path.clone(), t.sha256.to_string()))
@@ -372,15 +307,4 @@ fn mismatch(text: &str, sha256: Sha256Digest, bytes: u64) -> Option<String> {
     }
     let actual = Sha256Digest::of(text.as_bytes());
     (actual != sha256).then(|| format!("has sha256 {actual}, not the {sha256} attested"))
-}
-
-/// Runs CPU-bound work without stalling the other tasks of a multi-threaded runtime's worker
-/// (a check may run up to its wall-time bound).
-fn run_blocking<T>(work: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(work)
-        }
-        _ => work(),
-    }
 }
