@@ -5,3 +5,4 @@ mod determinism;
 mod fixtures;
 mod never_panics;
 mod squawk_rules;
+mod strings;

@@ -173,11 +173,15 @@ fn a_staged_session_leaves_a_statement_the_published_keys_verify_and_each_forger
     let path = project.path().join(&subject);
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[0] ^= 1;
-    std::fs::write(&path, bytes).unwrap();
+    std::fs::write(&path, &bytes).unwrap();
     let (code, shown) = verify(&statement, &keys, Some(project.path()));
     assert_eq!(code, Some(1), "{shown}");
+    // Named with the digest its bytes have now (docs/operations/evidence.md).
+    let now = rimthan_registry::Sha256Digest::of(&bytes);
     assert!(
-        shown.starts_with(&format!("subject_changed: {subject}")),
+        shown.starts_with(&format!(
+            "subject_changed: {subject} (its sha256 is now {now})"
+        )),
         "{shown}"
     );
 

@@ -8,8 +8,8 @@ use clap::{Args, Subcommand};
 use rimthan_engine::{
     chain::{verify_audit, verify_audit_trusting},
     provenance::{
-        EnvelopeFailure, KeysDocument, MAX_ENVELOPE_BYTES, PublicKeys, check_subjects,
-        verify_envelope,
+        EnvelopeFailure, KeysDocument, MAX_ENVELOPE_BYTES, PublicKeys, SubjectFailure,
+        check_subjects, verify_envelope,
     },
 };
 use serde_json::json;
@@ -221,16 +221,21 @@ impl ProvenanceVerifyArgs {
             None => Vec::new(),
         };
         if let Some(first) = subjects.first() {
+            // A changed subject is named with its digest now, to compare with the statement's.
+            let named = |s: &SubjectFailure| match &s.sha256 {
+                Some(now) => format!("{} (its sha256 is now {now})", s.path),
+                None => s.path.clone(),
+            };
             for s in &subjects[1..] {
                 if !self.json {
-                    println!("{}: {}", s.failure.code(), s.path);
+                    println!("{}: {}", s.failure.code(), named(s));
                 }
             }
             return failed(
                 first.failure,
                 format!(
                     "{}{}",
-                    first.path,
+                    named(first),
                     if subjects.len() > 1 {
                         format!(" (and {} more)", subjects.len() - 1)
                     } else {
