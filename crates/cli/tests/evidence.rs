@@ -117,6 +117,19 @@ fn a_staged_session_leaves_a_statement_the_published_keys_verify_and_each_forger
     assert_eq!(code, Some(0), "{shown}");
     assert!(shown.contains("each re-hashed"), "{shown}");
 
+    // Any JSON layout of `content` verifies (docs/operations/evidence.md): re-indented with a
+    // final newline, the same envelope holds; the signed bytes are `payload`'s.
+    let relaid = state.path().join("relaid.json");
+    let value: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&statement).unwrap()).unwrap();
+    std::fs::write(
+        &relaid,
+        serde_json::to_string_pretty(&value).unwrap() + "\n",
+    )
+    .unwrap();
+    let (code, shown) = verify(&relaid, &keys, Some(project.path()));
+    assert_eq!(code, Some(0), "{shown}");
+
     // Beside the running server, the store's chains verify.
     let audit = rimthan(&[
         "audit",
