@@ -131,6 +131,8 @@ pub struct BuiltRelease {
     /// What the build accepted but the author should look at (`registry build --strict`
     /// refuses them).
     pub warnings: Vec<BuildWarning>,
+    /// Built registry path → the source file it came from, so publishing names what to edit.
+    pub(crate) sources: BTreeMap<String, PathBuf>,
 }
 
 struct Builder {
@@ -243,6 +245,7 @@ impl Builder {
             release: self.release,
             files: self.files,
             manifest_sha256,
+            sources: self.sources,
             warnings: Vec::new(),
         })
     }
@@ -538,10 +541,17 @@ impl Builder {
                     MEDIA_JSON,
                 );
                 e.workflow = Some(workflow_id.clone());
+                // A script check's bytes are mostly its script: name that file to edit.
+                let script = root.join("checks").join(format!("{}.rhai", doc.id));
+                let source = if doc.script.is_some() {
+                    &script
+                } else {
+                    step_path
+                };
                 self.add(
                     e,
                     to_canonical_bytes(doc).expect("check serializes"),
-                    step_path,
+                    source,
                 );
             }
             for doc in &mut docs {

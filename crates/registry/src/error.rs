@@ -354,11 +354,10 @@ pub enum RegistryError {
     /// with (`published.json`).
     #[error(
         "{file}: {entry} was published with sha256 {published} but is now sha256 {actual}; \
-         published content is immutable: restore it, and publish a change under a new version \
-         or release id"
+         published content is immutable: {fix}"
     )]
     PublishedChanged {
-        /// Registry-relative path of the differing file.
+        /// The differing file: registry-relative, or the source file a build made it from.
         file: String,
         /// The release manifest or entry, and the release that first published it.
         entry: String,
@@ -366,6 +365,8 @@ pub enum RegistryError {
         published: String,
         /// The digest it has now.
         actual: String,
+        /// What to do instead: restore the bytes, and where a change goes.
+        fix: String,
     },
     /// `published.json` is malformed, missing, or does not account for every release.
     #[error("{file}: {reason}")]

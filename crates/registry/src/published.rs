@@ -118,6 +118,7 @@ impl PublishedLock {
                 entry: format!("release {release} manifest"),
                 published: old.to_string(),
                 actual: manifest_sha256.to_string(),
+                fix: RELEASE_FIX.to_owned(),
             }),
             _ => {
                 self.releases.insert(release.clone(), manifest_sha256);
@@ -157,6 +158,7 @@ pub fn check_published(files: &RegistryFiles) -> Result<PublishedLock, RegistryE
                 entry: format!("release {release} manifest"),
                 published: published.to_string(),
                 actual: actual.to_string(),
+                fix: RELEASE_FIX.to_owned(),
             });
         }
     }
@@ -209,6 +211,7 @@ fn compare(
             ),
             published: published.to_string(),
             actual: actual.to_string(),
+            fix: way_through(entry),
         }
     };
     if old.sha256 != new.sha256 {
@@ -222,6 +225,37 @@ fn compare(
         ));
     }
     Ok(())
+}
+
+/// What to do about a changed release manifest.
+const RELEASE_FIX: &str =
+    "restore it; a release never changes, so build a change under a new release id";
+
+/// What to do about a published entry that a build gave new bytes: a release id names a set
+/// of versions, so only a new version carries a change, and an entry a workflow version owns
+/// (its definition, steps and checks) changes only with a new version of that workflow.
+fn way_through(entry: &Entry) -> String {
+    let v = entry.version.semver();
+    let next = crate::Version::new(v.major, v.minor, v.patch + 1);
+    let owner = match entry.kind {
+        EntryKind::Workflow => Some(entry.id.as_str()),
+        EntryKind::Step | EntryKind::Check => entry.path.split('/').nth(1),
+        _ => None,
+    };
+    match owner {
+        Some(workflow) => format!(
+            "restore it, and publish the change as workflow {workflow} version {next} (copy \
+             workflows/{workflow}/{}/ of the source to workflows/{workflow}/{next}/ and edit \
+             there); a new release id alone cannot change a published version",
+            entry.version
+        ),
+        None => format!(
+            "restore it, and publish the change as {} version {next} beside it, with a new \
+             version of each workflow that uses it; a new release id alone cannot change a \
+             published version",
+            entry.label().split('@').next().unwrap_or_default()
+        ),
+    }
 }
 
 fn versioned(manifest: &Manifest) -> impl Iterator<Item = &Entry> {

@@ -144,6 +144,9 @@ fn a_build_giving_a_published_version_new_bytes_is_refused_naming_both_digests()
         "first published in release 2027.01.0".to_owned(),
         lock.entries[label].sha256.to_string(),
         Sha256Digest::of(text.as_bytes()).to_string(),
+        // The file the author edited, and the version to publish the change as.
+        skill.display().to_string(),
+        "publish the change as asset skill/rimthan-research version 1.0.1".to_owned(),
     ] {
         assert!(message.contains(&part), "{message} lacks {part}");
     }
@@ -153,6 +156,42 @@ fn a_build_giving_a_published_version_new_bytes_is_refused_naming_both_digests()
         lock_before,
         "a refused build writes nothing"
     );
+}
+
+#[test]
+fn a_changed_check_of_a_published_workflow_version_names_its_source_and_the_next_workflow_version()
+{
+    let (source, out) = (source_copy(), tempfile::tempdir().unwrap());
+    let first: ReleaseId = "2027.01.0".parse().unwrap();
+    publish(
+        out.path(),
+        &build_release(source.path(), &first, &test_key()).unwrap(),
+    )
+    .unwrap();
+    let script = source
+        .path()
+        .join("workflows/research-study/2.3.0/checks/question-rules.rhai");
+    let mut text = std::fs::read_to_string(&script).unwrap();
+    text.push_str("\n// A comment added to a published check.\n");
+    std::fs::write(&script, &text).unwrap();
+    // A new release id does not carry it: the check belongs to workflow version 2.3.0.
+    let second: ReleaseId = "2027.02.0".parse().unwrap();
+    let built = build_release(source.path(), &second, &test_key()).unwrap();
+    let err = publish(out.path(), &built).unwrap_err();
+    assert_eq!(err.code(), "published_changed");
+    let message = err.to_string();
+    assert!(
+        message.starts_with(&format!("{}: ", script.display())),
+        "{message}"
+    );
+    assert!(
+        message.contains(
+            "publish the change as workflow research-study version 2.3.1 (copy \
+             workflows/research-study/2.3.0/ of the source to workflows/research-study/2.3.1/"
+        ),
+        "{message}"
+    );
+    assert!(!out.path().join("releases/2027.02.0").exists());
 }
 
 #[test]

@@ -35,7 +35,16 @@ pub fn publish(out: &Path, built: &BuiltRelease) -> Result<(), RegistryError> {
             .expect("a built release has a manifest"),
     )
     .expect("a built manifest parses");
-    lock.record(&manifest, built.manifest_sha256)?;
+    lock.record(&manifest, built.manifest_sha256)
+        .map_err(|mut e| {
+            // Name the source file the author edits, not the built one.
+            if let RegistryError::PublishedChanged { file, .. } = &mut e
+                && let Some(source) = built.sources.get(file.as_str())
+            {
+                *file = source.display().to_string();
+            }
+            e
+        })?;
     let release_dir = out.join("releases").join(built.release.as_str());
     if release_dir.exists() {
         let old: Vec<_> = existing.paths_under(&prefix).collect();
