@@ -80,8 +80,8 @@ impl Client {
         self.running.lock().await.peer().clone()
     }
 
-    /// Runs `op` until it gets an answer from the server: a transport error is retried
-    /// (reconnecting first when the connection is gone), anything the server said is not.
+    /// Runs `op` until it gets an answer from the server: a transport error is retried on a
+    /// new connection, anything the server said is not.
     async fn retrying<T, F, Fut>(&self, op: F) -> Result<T, ServiceError>
     where
         F: Fn(Peer<RoleClient>) -> Fut,
@@ -96,9 +96,9 @@ impl Client {
             if !backoff.wait().await {
                 return Err(error);
             }
-            if matches!(error, ServiceError::TransportClosed)
-                && let Ok((fresh, _)) = connect_once(&self.target).await
-            {
+            // A transport whose worker stopped on an error (a reply cut mid-body, say) fails
+            // every later send the same way, so each retry starts on a fresh connection.
+            if let Ok((fresh, _)) = connect_once(&self.target).await {
                 let old = std::mem::replace(&mut *self.running.lock().await, fresh);
                 let _ = old.cancel().await;
             }
