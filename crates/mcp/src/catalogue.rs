@@ -185,8 +185,11 @@ fn resources(
 /// the listing again. One listing is kept, the size of one release's manifest.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Listings {
-    kept: Arc<RwLock<Option<(Arc<VerifiedRegistry>, Arc<[Resource]>)>>>,
+    kept: Arc<RwLock<Option<KeptListing>>>,
 }
+
+/// A listing and the snapshot it was built from.
+type KeptListing = (Arc<VerifiedRegistry>, Arc<[Resource]>);
 
 impl Listings {
     /// `resources/list` of `registry`, whose active release is `active`: the page after

@@ -365,8 +365,9 @@ pub enum RegistryError {
         published: String,
         /// The digest it has now.
         actual: String,
-        /// What to do instead: restore the bytes, and where a change goes.
-        fix: String,
+        /// What to do instead: restore the bytes, and where a change goes (boxed: it keeps
+        /// this error within the size every `Result` of the crate carries).
+        fix: Box<str>,
     },
     /// `published.json` is malformed, missing, or does not account for every release.
     #[error("{file}: {reason}")]

@@ -118,7 +118,7 @@ impl PublishedLock {
                 entry: format!("release {release} manifest"),
                 published: old.to_string(),
                 actual: manifest_sha256.to_string(),
-                fix: RELEASE_FIX.to_owned(),
+                fix: RELEASE_FIX.into(),
             }),
             _ => {
                 self.releases.insert(release.clone(), manifest_sha256);
@@ -158,7 +158,7 @@ pub fn check_published(files: &RegistryFiles) -> Result<PublishedLock, RegistryE
                 entry: format!("release {release} manifest"),
                 published: published.to_string(),
                 actual: actual.to_string(),
-                fix: RELEASE_FIX.to_owned(),
+                fix: RELEASE_FIX.into(),
             });
         }
     }
@@ -211,7 +211,7 @@ fn compare(
             ),
             published: published.to_string(),
             actual: actual.to_string(),
-            fix: way_through(entry),
+            fix: way_through(entry).into(),
         }
     };
     if old.sha256 != new.sha256 {
