@@ -64,7 +64,7 @@ pub use model::session::{
     AcceptedArtifact, Deadline, Finding, HostBinding, Principal, REPORT_ROUNDS_KEPT, ReportRound,
     Session, SessionId, Status, WorkflowRef,
 };
-pub use releases::Releases;
+pub use releases::{Releases, Serving};
 pub use rules::reports::{MAX_REPORT_EXTRA_BYTES, MAX_REPORT_EXTRA_FIELDS};
 pub use store::{
     Pruned, SessionQuery, SessionSummary, StatsQuery, Store, StoreError, WorkflowCount,

@@ -2,21 +2,44 @@
 
 use std::sync::{Arc, RwLock};
 
-use rimthan_registry::{ChannelName, VerifiedRegistry};
+use rimthan_registry::{ChannelName, ReleaseId, VerifiedRegistry, VerifiedRelease};
 
-/// The verified registry in use and the channel new sessions start from.
+/// What new sessions start from when they name neither a release nor a channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Serving {
+    /// The release a channel points at, following the channel as it moves.
+    Channel(ChannelName),
+    /// One release the operator named (`serve --release`): a draft is served only this way.
+    Release(ReleaseId),
+}
+
+impl std::fmt::Display for Serving {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Serving::Channel(channel) => write!(f, "channel {channel}"),
+            Serving::Release(release) => write!(f, "release {release}"),
+        }
+    }
+}
+
+/// The verified registry in use and what new sessions start from.
 #[derive(Debug)]
 pub struct Releases {
     current: RwLock<Arc<VerifiedRegistry>>,
-    active_channel: ChannelName,
+    serving: Serving,
 }
 
 impl Releases {
     /// Serves `registry`, starting new sessions from `active_channel`.
     pub fn new(registry: VerifiedRegistry, active_channel: ChannelName) -> Self {
+        Self::serving(registry, Serving::Channel(active_channel))
+    }
+
+    /// Serves `registry`, starting new sessions from what `serving` names.
+    pub fn serving(registry: VerifiedRegistry, serving: Serving) -> Self {
         Self {
             current: RwLock::new(Arc::new(registry)),
-            active_channel,
+            serving,
         }
     }
 
@@ -36,8 +59,24 @@ impl Releases {
             .expect("registry lock is never poisoned") = Arc::new(registry);
     }
 
-    /// The channel new sessions start from.
-    pub fn active_channel(&self) -> &ChannelName {
-        &self.active_channel
+    /// What new sessions start from.
+    pub fn served(&self) -> &Serving {
+        &self.serving
+    }
+
+    /// The channel new sessions start from, when a channel is served.
+    pub fn active_channel(&self) -> Option<&ChannelName> {
+        match &self.serving {
+            Serving::Channel(channel) => Some(channel),
+            Serving::Release(_) => None,
+        }
+    }
+
+    /// The release new sessions start from in `registry`, if it holds it.
+    pub fn active<'r>(&self, registry: &'r VerifiedRegistry) -> Option<&'r Arc<VerifiedRelease>> {
+        match &self.serving {
+            Serving::Channel(channel) => registry.channel(channel),
+            Serving::Release(release) => registry.release(release),
+        }
     }
 }

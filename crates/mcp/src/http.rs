@@ -107,13 +107,11 @@ async fn readyz(
     }
     let engine = server.engine();
     let registry = engine.releases().snapshot();
-    if registry
-        .channel(engine.releases().active_channel())
-        .is_none()
-    {
+    if engine.releases().active(&registry).is_none() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
-            "active channel names no verified release\n".to_owned(),
+            "the release the server starts sessions from is not in its verified registry\n"
+                .to_owned(),
         );
     }
     match engine.store().ping().await {

@@ -7,8 +7,10 @@
 
 use std::{path::PathBuf, time::Duration};
 
+use rimthan_engine::Serving;
 use rimthan_registry::{
     RegistryError, RegistryFiles, Sha256Digest, VerifiedRegistry, external_policy, verify_registry,
+    with_draft,
 };
 
 use crate::server::RimthanServer;
@@ -19,8 +21,8 @@ pub enum ReloadError {
     /// The folder does not verify.
     #[error(transparent)]
     Registry(#[from] RegistryError),
-    /// The active channel names no release.
-    #[error("channel {0} names no release in the reloaded registry")]
+    /// What the server starts sessions from (its channel or named release) is not in it.
+    #[error("the server's {0} names no release in the reloaded registry")]
     NoActiveRelease(String),
     /// A release disappeared; sessions pinned to it would break.
     #[error("release {0} disappeared from the registry; releases are never removed")]
@@ -89,11 +91,14 @@ impl Reloader {
     }
 
     fn load(&self) -> Result<VerifiedRegistry, ReloadError> {
-        let registry = verify_registry(&RegistryFiles::from_dir(&self.dir)?, &external_policy())?;
         let releases = self.server.engine().releases();
-        let channel = releases.active_channel();
-        if registry.channel(channel).is_none() {
-            return Err(ReloadError::NoActiveRelease(channel.to_string()));
+        let mut files = RegistryFiles::from_dir(&self.dir)?;
+        if let Serving::Release(release) = releases.served() {
+            files = with_draft(&files, release)?;
+        }
+        let registry = verify_registry(&files, &external_policy())?;
+        if releases.active(&registry).is_none() {
+            return Err(ReloadError::NoActiveRelease(releases.served().to_string()));
         }
         for (id, held) in releases.snapshot().releases() {
             let Some(found) = registry.release(id) else {
@@ -122,9 +127,7 @@ impl Reloader {
                 // Remembered only on success, so a refused folder is retried every interval.
                 self.fingerprint = fingerprint;
                 let releases = self.server.engine().releases();
-                let active = registry
-                    .channel(releases.active_channel())
-                    .map(|r| r.id().to_string());
+                let active = releases.active(&registry).map(|r| r.id().to_string());
                 releases.replace(registry);
                 tracing::info!(release = ?active, "registry reloaded");
                 Ok(true)

@@ -66,7 +66,7 @@ impl RimthanServer {
     pub async fn render_metrics(&self, throttled: u64) -> String {
         let releases = self.engine.releases();
         let registry = releases.snapshot();
-        let active = registry.channel(releases.active_channel());
+        let active = releases.active(&registry);
         let open_sessions = match self.engine.store().open_sessions().await {
             Ok(n) => Some(n),
             Err(_) => {
@@ -76,7 +76,10 @@ impl RimthanServer {
         };
         self.metrics.render(&Gauges {
             open_sessions,
-            channel: releases.active_channel().to_string(),
+            channel: releases
+                .active_channel()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
             release: active.map(|r| r.id().to_string()).unwrap_or_default(),
             manifest_sha256: active
                 .map(|r| r.manifest_sha256().to_string())
@@ -109,12 +112,13 @@ impl RimthanServer {
         ),
         ErrorData,
     > {
-        let registry = self.engine.releases().snapshot();
-        let channel = self.engine.releases().active_channel();
-        let active = registry.channel(channel).cloned().ok_or_else(|| {
+        let releases = self.engine.releases();
+        let registry = releases.snapshot();
+        let active = releases.active(&registry).cloned().ok_or_else(|| {
+            let served = releases.served();
             ErrorData::internal_error(
-                format!("channel {channel} names no release"),
-                Some(json!({"channel": channel.as_str()})),
+                format!("the server's {served} names no release in the registry"),
+                Some(json!({"serving": served.to_string()})),
             )
         })?;
         Ok((registry, active))

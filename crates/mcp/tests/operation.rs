@@ -391,11 +391,7 @@ async fn a_channel_move_changes_what_a_repeated_list_names() {
 fn active_release(server: &RimthanServer) -> String {
     let releases = server.engine().releases();
     let snapshot = releases.snapshot();
-    snapshot
-        .channel(releases.active_channel())
-        .unwrap()
-        .id()
-        .to_string()
+    releases.active(&snapshot).unwrap().id().to_string()
 }
 
 #[cfg(unix)]

@@ -37,7 +37,7 @@ use self::source::{
     strip_version,
 };
 pub use self::{
-    publish::{publish, set_channel},
+    publish::{DRAFTS_DIR, publish, refuse_draft, set_channel, with_draft},
     warning::BuildWarning,
 };
 use crate::{
@@ -128,6 +128,8 @@ pub struct BuiltRelease {
     pub files: RegistryFiles,
     /// SHA-256 of the manifest bytes.
     pub manifest_sha256: Sha256Digest,
+    /// A draft ([`build_draft`]): published into `drafts/<id>/`, never into the lock.
+    pub draft: bool,
     /// What the build accepted but the author should look at (`registry build --strict`
     /// refuses them).
     pub warnings: Vec<BuildWarning>,
@@ -137,6 +139,7 @@ pub struct BuiltRelease {
 
 struct Builder {
     release: ReleaseId,
+    draft: bool,
     entries: Vec<Entry>,
     files: RegistryFiles,
     /// Built registry path → the source file it came from.
@@ -155,8 +158,30 @@ pub fn build_release(
     release: &ReleaseId,
     key: &SigningKey,
 ) -> Result<BuiltRelease, RegistryError> {
+    build(source, release, key, false)
+}
+
+/// Builds, signs and verifies a draft from `source`: a release marked `draft` in its signed
+/// manifest, which [`publish`] keeps under `drafts/<id>/` and may replace at every build, which
+/// no channel may name, and which a server serves only when its operator names it
+/// (`docs/registry-format.md` §1.2).
+pub fn build_draft(
+    source: &Path,
+    release: &ReleaseId,
+    key: &SigningKey,
+) -> Result<BuiltRelease, RegistryError> {
+    build(source, release, key, true)
+}
+
+fn build(
+    source: &Path,
+    release: &ReleaseId,
+    key: &SigningKey,
+    draft: bool,
+) -> Result<BuiltRelease, RegistryError> {
     let mut b = Builder {
         release: release.clone(),
+        draft,
         entries: Vec::new(),
         files: RegistryFiles::default(),
         sources: BTreeMap::new(),
@@ -209,6 +234,7 @@ impl Builder {
         let manifest = Manifest {
             format: MANIFEST_FORMAT.into(),
             release: self.release.clone(),
+            draft: self.draft,
             entries: self.entries,
         };
         let bytes = to_canonical_bytes(&manifest).expect("manifest serializes");
@@ -245,6 +271,7 @@ impl Builder {
             release: self.release,
             files: self.files,
             manifest_sha256,
+            draft: self.draft,
             sources: self.sources,
             warnings: Vec::new(),
         })

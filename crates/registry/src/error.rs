@@ -369,6 +369,28 @@ pub enum RegistryError {
         /// this error within the size every `Result` of the crate carries).
         fix: Box<str>,
     },
+    /// A channel would name a draft, which is never published.
+    #[error(
+        "{file}: release {release} is a draft (drafts/{release}/, built with --draft): a draft is \
+         never published, so no channel may name it; serve it by name (`serve --registry DIR \
+         --release {release}`), or build it without --draft to publish it, then promote it"
+    )]
+    ReleaseIsDraft {
+        /// `channels.json`, or the draft's manifest.
+        file: String,
+        /// The draft's id.
+        release: String,
+    },
+    /// A draft would take the id of a published release.
+    #[error(
+        "{file}: release {release} is published; a draft takes an id no release has (try {release}-draft)"
+    )]
+    DraftOfPublished {
+        /// The published release's folder or the lock that records it.
+        file: String,
+        /// The release id.
+        release: String,
+    },
     /// `published.json` is malformed, missing, or does not account for every release.
     #[error("{file}: {reason}")]
     PublishedLockInvalid {
@@ -436,6 +458,8 @@ impl RegistryError {
             RegistryError::ReleaseNotFound { .. } => "release_not_found",
             RegistryError::ReleaseExists { .. } => "release_exists",
             RegistryError::PublishedChanged { .. } => "published_changed",
+            RegistryError::ReleaseIsDraft { .. } => "release_is_draft",
+            RegistryError::DraftOfPublished { .. } => "release_exists",
             RegistryError::PublishedLockInvalid { .. } => "published_lock_invalid",
             RegistryError::BootstrapInvalid { .. } => "bootstrap_invalid",
             RegistryError::SourceInvalid { .. } => "source_invalid",
@@ -491,6 +515,8 @@ impl RegistryError {
             | RegistryError::ChannelUnknownRelease { file, .. }
             | RegistryError::ReleaseExists { file, .. }
             | RegistryError::PublishedChanged { file, .. }
+            | RegistryError::ReleaseIsDraft { file, .. }
+            | RegistryError::DraftOfPublished { file, .. }
             | RegistryError::PublishedLockInvalid { file, .. }
             | RegistryError::ReportSchemaIncompatible { file, .. }
             | RegistryError::BootstrapInvalid { file, .. }

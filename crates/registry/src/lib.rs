@@ -50,7 +50,10 @@ mod verify;
 
 pub use approval::{Approval, MAX_APPROVERS, MAX_ROLES, Waivers};
 pub use bootstrap::{BOOTSTRAP_ID, BOOTSTRAP_PATH, BOOTSTRAP_SOURCE, MAX_BOOTSTRAP_BYTES};
-pub use builder::{BuildWarning, BuiltRelease, build_release, publish, set_channel};
+pub use builder::{
+    BuildWarning, BuiltRelease, DRAFTS_DIR, build_draft, build_release, publish, refuse_draft,
+    set_channel, with_draft,
+};
 pub use canonical::{is_canonical, to_canonical_bytes};
 pub use diff::{ChangeKind, EntryChange, ReleaseDiff, diff_releases};
 pub use digest::{DigestParseError, Sha256Digest};

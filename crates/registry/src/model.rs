@@ -33,6 +33,11 @@ pub struct Manifest {
     pub format: String,
     /// The release id, equal to its folder name.
     pub release: ReleaseId,
+    /// A draft (`rimthan registry build --draft`): never published, rebuilt under the same id
+    /// at will, kept under `drafts/<release>/` and served only where an operator names it
+    /// (`docs/registry-format.md` §1.2). Absent from a published release's manifest.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub draft: bool,
     /// Entries sorted by path.
     pub entries: Vec<Entry>,
 }

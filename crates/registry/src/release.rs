@@ -202,6 +202,10 @@ impl VerifiedRelease {
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
     }
+    /// Whether this is a draft, never published (`Manifest::draft`, signed with the rest).
+    pub fn is_draft(&self) -> bool {
+        self.manifest.draft
+    }
     /// The exact signed manifest bytes.
     pub fn manifest_bytes(&self) -> &Arc<[u8]> {
         &self.manifest_bytes

@@ -6,7 +6,11 @@
 //! fresh connection when the old one is gone. The server answers a repeated change with the
 //! answer that was lost, so a retry never makes a second change.
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{
+    future::Future,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use rmcp::{
     RoleClient, ServiceError, ServiceExt,
@@ -22,7 +26,9 @@ use rmcp::{
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-use crate::{Protocol, StageError, Target};
+use rimthan_engine::Serving;
+
+use crate::{CallRecord, Protocol, StageError, Target};
 
 type Running = RunningService<RoleClient, ()>;
 
@@ -68,6 +74,8 @@ pub(crate) struct Client {
     /// The engine of a server started in this process: the operator at this machine may sign
     /// off on it under an asserted name (`--sign-off-as`).
     engine: Option<Arc<rimthan_engine::Engine>>,
+    /// Every request this connection made, in order: what a load test reports per tool.
+    calls: std::sync::Mutex<Vec<CallRecord>>,
 }
 
 impl Client {
@@ -81,19 +89,25 @@ impl Client {
     }
 
     /// Runs `op` until it gets an answer from the server: a transport error is retried on a
-    /// new connection, anything the server said is not.
-    async fn retrying<T, F, Fut>(&self, op: F) -> Result<T, ServiceError>
+    /// new connection, anything the server said is not. The request's wall time, retries
+    /// included, is recorded under `method`.
+    async fn retrying<T, F, Fut>(&self, method: &str, op: F) -> Result<T, ServiceError>
     where
         F: Fn(Peer<RoleClient>) -> Fut,
         Fut: Future<Output = Result<T, ServiceError>>,
     {
+        let started = Instant::now();
         let mut backoff = Backoff::for_target(&self.target);
         loop {
             let error = match op(self.peer().await).await {
                 Err(e) if is_transport(&e) => e,
-                done => return done,
+                done => {
+                    self.record(method, started, backoff.attempt);
+                    return done;
+                }
             };
             if !backoff.wait().await {
+                self.record(method, started, backoff.attempt);
                 return Err(error);
             }
             // A transport whose worker stopped on an error (a reply cut mid-body, say) fails
@@ -105,11 +119,34 @@ impl Client {
         }
     }
 
+    fn record(&self, method: &str, started: Instant, attempts: u32) {
+        let record = CallRecord {
+            method: method.to_owned(),
+            micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            attempts,
+        };
+        self.calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(record);
+    }
+
+    /// The requests made so far, emptied.
+    pub(crate) fn take_calls(&self) -> Vec<CallRecord> {
+        std::mem::take(
+            &mut *self
+                .calls
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
     async fn call_tool(
         &self,
         params: CallToolRequestParams,
     ) -> Result<CallToolResult, ServiceError> {
-        self.retrying(|peer| {
+        let tool = params.name.clone();
+        self.retrying(&tool, |peer| {
             let params = params.clone();
             async move { peer.call_tool(params).await }
         })
@@ -117,7 +154,7 @@ impl Client {
     }
 
     async fn read(&self, uri: &str) -> Result<ReadResourceResult, ServiceError> {
-        self.retrying(|peer| async move {
+        self.retrying("resources/read", |peer| async move {
             peer.read_resource(ReadResourceRequestParams::new(uri.to_owned()))
                 .await
         })
@@ -125,13 +162,18 @@ impl Client {
     }
 
     pub(crate) async fn list_all_resources(&self) -> Result<Vec<Resource>, ServiceError> {
-        self.retrying(|peer| async move { peer.list_all_resources().await })
-            .await
+        self.retrying("resources/list", |peer| async move {
+            peer.list_all_resources().await
+        })
+        .await
     }
 
     async fn list_all_tools(&self) -> Result<Vec<Tool>, ServiceError> {
-        self.retrying(|peer| async move { peer.list_all_tools().await })
-            .await
+        self.retrying(
+            "tools/list",
+            |peer| async move { peer.list_all_tools().await },
+        )
+        .await
     }
 
     async fn server_name(&self) -> Option<String> {
@@ -176,6 +218,7 @@ pub(crate) async fn connect(target: &Target) -> Result<Client, StageError> {
         target: target.clone(),
         running: Mutex::new(running),
         engine,
+        calls: std::sync::Mutex::default(),
     })
 }
 
@@ -228,25 +271,49 @@ async fn connect_once(
         Target::InProcess {
             database_url,
             registry,
-            channel,
+            serving,
         } => {
             let registry = match registry {
                 None => rimthan_registry::verify_embedded(),
-                Some(dir) => rimthan_registry::RegistryFiles::from_dir(dir).and_then(|files| {
-                    rimthan_registry::verify_registry(&files, &rimthan_registry::external_policy())
-                }),
+                Some(dir) => rimthan_registry::RegistryFiles::from_dir(dir)
+                    .and_then(|files| match serving {
+                        Serving::Release(release) => rimthan_registry::with_draft(&files, release),
+                        Serving::Channel(_) => Ok(files),
+                    })
+                    .and_then(|files| {
+                        rimthan_registry::verify_registry(
+                            &files,
+                            &rimthan_registry::external_policy(),
+                        )
+                    }),
             }
             .map_err(StageError::Registry)?;
-            if registry.channel(channel).is_none() {
-                return Err(StageError::ChannelWithoutRelease {
-                    channel: channel.clone(),
-                    channels: registry.channel_list(),
-                });
+            match serving {
+                Serving::Channel(channel) if registry.channel(channel).is_none() => {
+                    return Err(StageError::ChannelWithoutRelease {
+                        channel: channel.clone(),
+                        channels: registry.channel_list(),
+                    });
+                }
+                Serving::Release(release) if registry.release(release).is_none() => {
+                    return Err(StageError::Registry(
+                        rimthan_registry::RegistryError::ReleaseNotFound {
+                            release: release.to_string(),
+                            available: registry
+                                .releases()
+                                .keys()
+                                .map(ToString::to_string)
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                        },
+                    ));
+                }
+                _ => {}
             }
             let store = rimthan_engine::store::open(database_url)
                 .await
                 .map_err(|e| err(&e))?;
-            let releases = Arc::new(rimthan_engine::Releases::new(registry, channel.clone()));
+            let releases = Arc::new(rimthan_engine::Releases::serving(registry, serving.clone()));
             let engine = Arc::new(
                 rimthan_engine::Engine::new(releases, store, None)
                     .await

@@ -331,6 +331,7 @@ pub(crate) async fn drive(
         fault: None,
         approval: None,
         sent_back: run.sent_back,
+        calls: Vec::new(),
     })
 }
 
@@ -370,6 +371,7 @@ impl Run {
             fault: None,
             approval: Some(payload["approval"].clone()).filter(|a| a.is_object()),
             sent_back: self.sent_back,
+            calls: Vec::new(),
         }
     }
 
@@ -382,6 +384,7 @@ impl Run {
             fault: Some(FaultOutcome { fault, codes }),
             approval: None,
             sent_back: self.sent_back,
+            calls: Vec::new(),
         }
     }
 }

@@ -194,8 +194,9 @@ pub enum Target {
         database_url: String,
         /// An operator's registry folder; the embedded default when absent.
         registry: Option<std::path::PathBuf>,
-        /// The channel whose release it serves.
-        channel: ChannelName,
+        /// What new sessions start from: a channel's release, or one release by id (the only
+        /// way a draft is served).
+        serving: rimthan_engine::Serving,
     },
 }
 
@@ -242,6 +243,17 @@ pub struct StepRecord {
     pub files: Vec<String>,
 }
 
+/// One request the harness made, as its caller waited for it.
+#[derive(Debug, Clone)]
+pub struct CallRecord {
+    /// The tool called, or the MCP method (`resources/read`, `resources/list`, `tools/list`).
+    pub method: String,
+    /// Wall time until the answer, every retry and its pause included, in microseconds.
+    pub micros: u64,
+    /// Attempts made, the first included (more than one: a transport error was retried).
+    pub attempts: u32,
+}
+
 /// The observed result of an injected fault.
 #[derive(Debug, Clone)]
 pub struct FaultOutcome {
@@ -269,6 +281,8 @@ pub struct Summary {
     pub approval: Option<serde_json::Value>,
     /// The notes of people who sent the resumed step back, as the session read on `--resume`.
     pub sent_back: Vec<String>,
+    /// Every request of the run, in order.
+    pub calls: Vec<CallRecord>,
 }
 
 /// The host capabilities a real host of each harness has (see the host matrix in
@@ -302,7 +316,12 @@ pub async fn run(
 ) -> Result<Summary, StageError> {
     let project = Project::open(&config.project)?;
     let client = connect(&config.target).await?;
-    let result = drive::drive(&client, &project, config, on_step).await;
+    let result = drive::drive(&client, &project, config, on_step)
+        .await
+        .map(|mut summary| {
+            summary.calls = client.take_calls();
+            summary
+        });
     client.close().await;
     result
 }

@@ -15,8 +15,8 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use rimthan_registry::{
     ChannelName, INIT_WORKFLOW_ID, InitOptions, RegistryError, RegistryFiles, ReleaseId,
-    SigningKey, SigningKeyFile, VerifiedRegistry, build_release, external_policy, init_source_with,
-    publish, set_channel, verify_embedded, verify_registry,
+    SigningKey, SigningKeyFile, VerifiedRegistry, build_draft, build_release, external_policy,
+    init_source_with, publish, refuse_draft, set_channel, verify_embedded, verify_registry,
 };
 
 use super::InputError;
@@ -60,6 +60,10 @@ pub(crate) struct BuildArgs {
     /// Refuse the build when it has warnings (such as a schema nothing uses).
     #[arg(long)]
     strict: bool,
+    /// Build a draft into drafts/ID/: never published, rebuilt under the same id at will, never
+    /// on a channel, served only by name (`serve --release ID`).
+    #[arg(long, conflicts_with = "channel")]
+    draft: bool,
 }
 
 #[derive(Debug, Args)]
@@ -155,7 +159,11 @@ fn build(args: BuildArgs) -> anyhow::Result<()> {
     let release: ReleaseId = parse(&args.release)?;
     let channel: Option<ChannelName> = args.channel.as_deref().map(parse).transpose()?;
     let key = read_key(&args.key)?;
-    let built = build_release(&args.src, &release, &key)?;
+    let built = if args.draft {
+        build_draft(&args.src, &release, &key)?
+    } else {
+        build_release(&args.src, &release, &key)?
+    };
     let label = if args.strict { "error" } else { "warning" };
     for warning in &built.warnings {
         eprintln!("{label}[{}]: {warning}", warning.code());
@@ -171,12 +179,19 @@ fn build(args: BuildArgs) -> anyhow::Result<()> {
     if let Some(channel) = &channel {
         set_channel(&args.out, channel, &release)?;
     }
+    let what = if args.draft { "draft" } else { "release" };
     println!(
-        "built release {release} into {} (manifest sha256 {}, key {})",
+        "built {what} {release} into {} (manifest sha256 {}, key {})",
         args.out.display(),
         built.manifest_sha256,
         key.key_id()
     );
+    if args.draft {
+        println!(
+            "serve it by name: rimthan serve --registry {} --release {release}",
+            args.out.display()
+        );
+    }
     Ok(())
 }
 
@@ -212,6 +227,7 @@ fn init(args: InitArgs) -> anyhow::Result<()> {
 fn promote(args: PromoteArgs) -> anyhow::Result<()> {
     let channel: ChannelName = parse(&args.channel)?;
     let release: ReleaseId = parse(&args.release)?;
+    refuse_draft(&args.dir, &release)?;
     let registry = load(Some(&args.dir))?;
     if registry.release(&release).is_none() {
         return Err(release_not_found(&registry, &release).into());

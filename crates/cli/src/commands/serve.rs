@@ -6,7 +6,7 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use clap::Args;
-use rimthan_engine::{Engine, Releases, provenance::ProvenanceKey, store::Age};
+use rimthan_engine::{Engine, Releases, Serving, provenance::ProvenanceKey, store::Age};
 use rimthan_mcp::{
     Profile, RimthanServer,
     admin::Access,
@@ -18,7 +18,7 @@ use rimthan_mcp::{
     oidc::OidcProvider,
 };
 use rimthan_registry::{
-    ChannelName, RegistryFiles, external_policy, verify_embedded, verify_registry,
+    RegistryFiles, external_policy, verify_embedded, verify_registry, with_draft,
 };
 
 use super::InputError;
@@ -59,6 +59,10 @@ pub(crate) struct ServeArgs {
     /// The channel new sessions start from.
     #[arg(long, env = "RIMTHAN_CHANNEL", default_value = "stable")]
     channel: String,
+    /// Instead of a channel: the release new sessions start from, by id; with --registry, a
+    /// draft (`registry build --draft`) is served only this way.
+    #[arg(long, env = "RIMTHAN_RELEASE", conflicts_with = "channel")]
+    release: Option<String>,
     /// sqlite://PATH or postgres://…; default: a SQLite file in the user's data folder.
     #[arg(long, env = "RIMTHAN_DATABASE_URL")]
     database_url: Option<String>,
@@ -425,24 +429,53 @@ impl ServeArgs {
             ))
             .into());
         }
-        let channel: ChannelName = self
-            .channel
-            .parse()
-            .map_err(|e: rimthan_registry::IdError| InputError(e.to_string()))?;
-        let registry = match &self.registry {
-            None => verify_embedded()?,
-            Some(dir) => verify_registry(&RegistryFiles::from_dir(dir)?, &external_policy())?,
+        let serving = match &self.release {
+            Some(release) => Serving::Release(
+                release
+                    .parse()
+                    .map_err(|e: rimthan_registry::IdError| InputError(e.to_string()))?,
+            ),
+            None => Serving::Channel(
+                self.channel
+                    .parse()
+                    .map_err(|e: rimthan_registry::IdError| InputError(e.to_string()))?,
+            ),
         };
-        let Some(active) = registry.channel(&channel) else {
-            return Err(InputError(format!(
-                "channel {channel} names no release in the registry (channels: {}); point it at \
-                 a release with `rimthan registry promote REGISTRY --channel {channel} --release \
-                 ID`, or pass --channel",
-                registry.channel_list()
-            ))
-            .into());
+        let registry = match (&self.registry, &serving) {
+            (None, _) => verify_embedded()?,
+            (Some(dir), Serving::Release(release)) => verify_registry(
+                &with_draft(&RegistryFiles::from_dir(dir)?, release)?,
+                &external_policy(),
+            )?,
+            (Some(dir), Serving::Channel(_)) => {
+                verify_registry(&RegistryFiles::from_dir(dir)?, &external_policy())?
+            }
         };
-        tracing::info!(release = %active.id(), manifest_sha256 = %active.manifest_sha256(), %channel, "registry verified");
+        let active = match &serving {
+            Serving::Channel(channel) => registry.channel(channel).ok_or_else(|| {
+                InputError(format!(
+                    "channel {channel} names no release in the registry (channels: {}); point it \
+                     at a release with `rimthan registry promote REGISTRY --channel {channel} \
+                     --release ID`, or pass --channel or --release",
+                    registry.channel_list()
+                ))
+            }),
+            Serving::Release(release) => registry.release(release).ok_or_else(|| {
+                InputError(format!(
+                    "release {release} is not in the registry (releases: {})",
+                    registry
+                        .releases()
+                        .keys()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            }),
+        }?;
+        if active.is_draft() {
+            tracing::warn!(release = %active.id(), "serving a draft: never published, for trying a workflow out");
+        }
+        tracing::info!(release = %active.id(), manifest_sha256 = %active.manifest_sha256(), %serving, "registry verified");
         let database_url = match self.database_url.clone() {
             Some(url) => url,
             None => default_database_url()?,
@@ -453,7 +486,7 @@ impl ServeArgs {
         let grace = Duration::from_secs(self.shutdown_grace);
         let served = runtime.block_on(async move {
             let store = rimthan_engine::store::open(&database_url).await?;
-            let releases = Arc::new(Releases::new(registry, channel));
+            let releases = Arc::new(Releases::serving(registry, serving));
             let engine = match provenance_key {
                 Some((key, retired)) => {
                     Engine::with_configured_key(releases, store.clone(), secret, key, retired)

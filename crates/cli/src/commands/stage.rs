@@ -3,7 +3,8 @@
 use std::{io::IsTerminal as _, path::PathBuf};
 
 use clap::Args;
-use rimthan_registry::{ChannelName, Harness, IdError, Version, WorkflowId};
+use rimthan_engine::Serving;
+use rimthan_registry::{Harness, IdError, Version, WorkflowId};
 use rimthan_stage::{Fault, Protocol, SESSION_FILE, StageConfig, StepRecord, Target, run};
 
 use super::{AwaitingSignOff, InputError};
@@ -28,6 +29,10 @@ pub(crate) struct StageArgs {
     /// The in-process server's channel.
     #[arg(long, default_value = "stable")]
     channel: String,
+    /// Instead of a channel: the release the in-process server starts the session from, by id;
+    /// with --registry, a draft (`registry build --draft`) is served only this way.
+    #[arg(long, conflicts_with = "channel")]
+    release: Option<String>,
     /// The workflow to start (default: the release's only workflow).
     #[arg(long)]
     workflow: Option<String>,
@@ -92,7 +97,10 @@ impl StageArgs {
             .map(str::parse)
             .transpose()
             .map_err(input)?;
-        let channel: ChannelName = self.channel.parse().map_err(input)?;
+        let serving = match &self.release {
+            Some(release) => Serving::Release(release.parse().map_err(input)?),
+            None => Serving::Channel(self.channel.parse().map_err(input)?),
+        };
         let fault: Option<Fault> = self
             .fault
             .as_deref()
@@ -109,9 +117,11 @@ impl StageArgs {
                 .into());
             }
         };
-        if self.url.is_some() && self.registry.is_some() {
+        if self.url.is_some() && (self.registry.is_some() || self.release.is_some()) {
             return Err(InputError(
-                "--registry is for the in-process server; a server at --url serves its own".into(),
+                "--registry and --release are for the in-process server; a server at --url \
+                 serves its own (`serve --release`)"
+                    .into(),
             )
             .into());
         }
@@ -161,7 +171,7 @@ impl StageArgs {
                 Target::InProcess {
                     database_url: url,
                     registry: self.registry,
-                    channel,
+                    serving,
                 }
             }
         };

@@ -16,6 +16,7 @@ use crate::{
     model::request::StartRequest,
     model::session::WorkflowRef,
     model::session::{LastRequest, Principal, RequestTool, Session, SessionId, now_rfc3339},
+    releases::Serving,
     rules::blockers::evaluate,
     rules::transition,
     rules::view::Pinned,
@@ -63,24 +64,31 @@ impl Engine {
                         .collect::<Vec<_>>(),
                 )
             }),
-            (None, channel) => {
-                let channel = channel.as_ref().unwrap_or(self.releases.active_channel());
-                registry.channel(channel).ok_or_else(|| {
-                    Failure::new(
-                        Code::UnknownChannel,
-                        format!("channel {channel} is not in the registry"),
-                    )
-                    .with("channel", channel.as_str())
-                    .with(
-                        "available",
-                        registry
-                            .channels()
-                            .keys()
-                            .map(|c| c.as_str())
-                            .collect::<Vec<_>>(),
-                    )
-                })
-            }
+            (None, None) => self.releases.active(&registry).ok_or_else(|| {
+                let served = self.releases.served();
+                Failure::new(
+                    match served {
+                        Serving::Channel(_) => Code::UnknownChannel,
+                        Serving::Release(_) => Code::UnknownRelease,
+                    },
+                    format!("the server's {served} is not in the registry"),
+                )
+            }),
+            (None, Some(channel)) => registry.channel(channel).ok_or_else(|| {
+                Failure::new(
+                    Code::UnknownChannel,
+                    format!("channel {channel} is not in the registry"),
+                )
+                .with("channel", channel.as_str())
+                .with(
+                    "available",
+                    registry
+                        .channels()
+                        .keys()
+                        .map(|c| c.as_str())
+                        .collect::<Vec<_>>(),
+                )
+            }),
         };
         let release = match release {
             Ok(r) => r.clone(),

@@ -22,6 +22,8 @@ use crate::model::{
 pub struct StatementFacts {
     /// The pinned release's manifest digest.
     pub manifest_sha256: String,
+    /// Whether the release is a draft, never published.
+    pub draft: bool,
     /// The adapter's validator isolation.
     pub isolation: String,
     /// The step ids, in workflow order.
@@ -104,6 +106,7 @@ pub fn session_statement(session: &Session, facts: &StatementFacts) -> Statement
         release: ReleaseRef {
             id: session.release.to_string(),
             manifest_sha256: facts.manifest_sha256.clone(),
+            draft: facts.draft,
         },
         harness: session.host.harness.as_str().to_owned(),
         adapter: Named {
@@ -154,6 +157,7 @@ pub fn statement_for(
     let contract = adapter.base().adapter_contract.as_ref()?;
     let facts = StatementFacts {
         manifest_sha256: release.manifest_sha256().to_string(),
+        draft: release.is_draft(),
         isolation: contract.validator_isolation.as_str().to_owned(),
         steps: workflow
             .steps()

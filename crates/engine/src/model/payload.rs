@@ -260,6 +260,9 @@ pub struct ActivePayload {
     pub checkpoint: String,
     /// The pinned release.
     pub release: String,
+    /// The release is a draft: never published, for trying a workflow out. Absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub draft: bool,
     /// The workflow.
     pub workflow: WorkflowPayload,
     /// The active step; null when completed.

@@ -157,6 +157,10 @@ pub struct ReleaseRef {
     pub id: String,
     /// sha256 of its signed manifest.
     pub manifest_sha256: String,
+    /// A draft (`registry build --draft`): never published, its id may name other bytes
+    /// tomorrow; the manifest digest alone fixes what ran. Absent for a published release.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub draft: bool,
 }
 
 /// An audit chain's entry.

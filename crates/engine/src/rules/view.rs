@@ -340,6 +340,7 @@ impl<'r> Pinned<'r> {
             session_id: session.id.to_string(),
             checkpoint: checkpoint.clone(),
             release: release.to_string(),
+            draft: self.release.is_draft(),
             workflow: WorkflowPayload {
                 id: doc.id.to_string(),
                 version: doc.version.to_string(),

@@ -62,12 +62,21 @@ pub fn verify_registry(
         releases.insert(id, Arc::new(release));
     }
     for (channel, release) in &channels.channels {
-        if !releases.contains_key(release) {
-            return Err(RegistryError::ChannelUnknownRelease {
-                file: CHANNELS_FILE.into(),
-                channel: channel.to_string(),
-                release: release.to_string(),
-            });
+        match releases.get(release) {
+            None => {
+                return Err(RegistryError::ChannelUnknownRelease {
+                    file: CHANNELS_FILE.into(),
+                    channel: channel.to_string(),
+                    release: release.to_string(),
+                });
+            }
+            Some(named) if named.is_draft() => {
+                return Err(RegistryError::ReleaseIsDraft {
+                    file: CHANNELS_FILE.into(),
+                    release: release.to_string(),
+                });
+            }
+            Some(_) => {}
         }
     }
     Ok(VerifiedRegistry { releases, channels })
