@@ -169,6 +169,17 @@ fn a_changed_check_is_tried_as_a_draft_and_reaches_a_channel_only_as_the_next_wo
         "{}",
         text(&promote.stderr)
     );
+    let channels = registry.join("channels.json");
+    let kept = std::fs::read(&channels).unwrap();
+    std::fs::write(&channels, r#"{"channels": {"stable": "2027.2.0-try"}}"#).unwrap();
+    let verify = run(&["registry", "verify", registry.to_str().unwrap()]);
+    assert_eq!(verify.status.code(), Some(1));
+    assert!(
+        text(&verify.stderr).contains("release_is_draft"),
+        "{}",
+        text(&verify.stderr)
+    );
+    std::fs::write(&channels, kept).unwrap();
     let verify = run(&["registry", "verify", registry.to_str().unwrap()]);
     assert!(verify.status.success(), "{}", text(&verify.stderr));
 

@@ -10,6 +10,7 @@ use std::{
 };
 
 use crate::{
+    builder::DRAFTS_DIR,
     digest::Sha256Digest,
     error::RegistryError,
     files::RegistryFiles,
@@ -63,6 +64,15 @@ pub fn verify_registry(
     }
     for (channel, release) in &channels.channels {
         match releases.get(release) {
+            None if files
+                .get(&format!("{DRAFTS_DIR}/{release}/manifest.json"))
+                .is_some() =>
+            {
+                return Err(RegistryError::ReleaseIsDraft {
+                    file: CHANNELS_FILE.into(),
+                    release: release.to_string(),
+                });
+            }
             None => {
                 return Err(RegistryError::ChannelUnknownRelease {
                     file: CHANNELS_FILE.into(),
