@@ -63,7 +63,7 @@ DEFAULT_RELEASES = REPO_ROOT / "registry" / "default" / "releases"
 REGISTRY_SOURCE = REPO_ROOT / "registry" / "source"
 OUTSIDE_SOURCE = REPO_ROOT / "crates" / "cli" / "tests" / "data" / "outside-workflow"
 OUTSIDE_RELEASE = "2027.1.0"
-CHECKED_SOURCE = REPO_ROOT / "crates" / "cli" / "tests" / "data" / "checked-workflow"
+CHECKED_SOURCE = REPO_ROOT / "docs" / "examples" / "checked-workflow"
 
 SERVER_NAME = "rimthan-workflow-engine"
 START = "rimthan.start_workflow"
@@ -316,8 +316,11 @@ def _build_release(wf: WorkflowCase, workdir: Path) -> Path:
     assert wf.source is not None
     source = workdir / "source"
     shutil.copytree(wf.source, source, ignore=shutil.ignore_patterns("README.md"))
-    shutil.copytree(REGISTRY_SOURCE / "adapters", source / "adapters")
-    shutil.copytree(REGISTRY_SOURCE / "schemas" / "validator-report", source / "schemas" / "validator-report")
+    # A complete example (docs/examples/) brings its own; the shipped ones are the same bytes.
+    shutil.copytree(REGISTRY_SOURCE / "adapters", source / "adapters", dirs_exist_ok=True)
+    shutil.copytree(
+        REGISTRY_SOURCE / "schemas" / "validator-report", source / "schemas" / "validator-report", dirs_exist_ok=True
+    )
     key = workdir / "author.key"
     registry = workdir / "registry"
     _run_cli(["registry", "keygen", "--out", str(key)])
@@ -1057,7 +1060,7 @@ async def test_sdk_call_tool_accepts_active_payload(server: HttpServer, workflow
             assert again.structured_content["findings"] == []
 
 
-# The outside workflow with deterministic checks (`crates/cli/tests/data/checked-workflow/`): a
+# The outside workflow with deterministic checks (`docs/examples/checked-workflow/`): a
 # Markdown rule on fix/notes.md and squawk on fix/up.sql.
 DATA_FIX_NOTES_BROKEN = "# Backfill\n\n## Rollback\n\n- Restore the column from the snapshot.\n"
 DATA_FIX_NOTES_FIXED = "# Backfill\n\n## Rollback\n\n- Restore the column from the snapshot (on-call DBA).\n"

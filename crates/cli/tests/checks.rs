@@ -1,5 +1,5 @@
 //! A workflow written outside this repository with deterministic checks (a Markdown rule and
-//! squawk, `tests/data/checked-workflow/`): it builds with its examples passing and its
+//! squawk, `docs/examples/checked-workflow/`): it builds with its examples passing and its
 //! counter-examples failing, stages on both pinned harnesses over HTTP (each protocol
 //! revision), and `rimthan registry check` holds local files to the same checks.
 
@@ -10,7 +10,7 @@ use std::{
 
 mod common;
 
-use common::{build_signed, outside_source, serve_on_free_port};
+use common::{build_signed, example_source, serve_on_free_port};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
 
@@ -25,7 +25,7 @@ fn text(bytes: &[u8]) -> String {
 #[test]
 fn a_checked_workflow_stages_on_both_pinned_harnesses_and_the_text_mismatch_fault_shows_its_code() {
     let dir = tempfile::tempdir().unwrap();
-    let source = outside_source("checked-workflow", dir.path());
+    let source = example_source("checked-workflow", dir.path());
     let registry = build_signed(&source, dir.path(), &[]);
     let mut serve = Command::new(BIN);
     serve
@@ -93,7 +93,7 @@ fn check(source: &Path, files: &[&Path], format: &str) -> Output {
 #[test]
 fn registry_check_prints_each_finding_at_its_path_and_line_and_fails_like_the_server() {
     let dir = tempfile::tempdir().unwrap();
-    let source = outside_source("checked-workflow", dir.path());
+    let source = example_source("checked-workflow", dir.path());
     let work = dir.path().join("work/fix");
     std::fs::create_dir_all(&work).unwrap();
     let notes = work.join("notes.md");

@@ -10,7 +10,7 @@ use std::{
 
 mod common;
 
-use common::{build_signed, copy_tree, outside_source};
+use common::{build_signed, copy_tree, example_source};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
 const CHECK: &str = "workflows/data-fix/1.0.0/checks/notes-name-rollback.rhai";
@@ -84,7 +84,7 @@ fn stage(registry: &Path, release: &str, project: &Path) -> Output {
 #[test]
 fn a_changed_check_is_tried_as_a_draft_and_reaches_a_channel_only_as_the_next_workflow_version() {
     let dir = tempfile::tempdir().unwrap();
-    let source = outside_source("checked-workflow", dir.path());
+    let source = example_source("checked-workflow", dir.path());
     let original = std::fs::read(source.join(CHECK)).unwrap();
     let registry = build_signed(&source, dir.path(), &[]);
     let key = dir.path().join("author.key");

@@ -3,7 +3,7 @@
 //! `awaiting_approval` and stops there; `rimthan sessions send-back` sends it back with the
 //! approver's own token; `stage --resume` revises and stops at sign-off again; the participant
 //! may not approve their own session; two approvers do, and `stage --resume` completes it.
-//! Runs the test workflow of `crates/engine/tests/data/signed-off/`.
+//! Runs the test workflow of `docs/examples/signed-off/`.
 
 use std::{
     path::Path,
@@ -47,7 +47,7 @@ fn stage_stops_at_sign_off_and_approvers_decide_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("source");
     copy_tree(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/data/signed-off"),
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples/signed-off"),
         &source,
     );
     let registry = build_signed(&source, dir.path(), &[]);

@@ -1,7 +1,7 @@
 //! A step that declares `approval` waits for sign-off after its validators and checks pass
 //! (`docs/engine.md` §6.2): no tool call advances it; distinct people its approval names approve
 //! it, send it back with a note, or waive a failed check's finding; everyone else is refused
-//! with a named code and nothing changes. Runs the test workflow of `tests/data/signed-off/`.
+//! with a named code and nothing changes. Runs the test workflow of `docs/examples/signed-off/`.
 
 use std::{collections::BTreeMap, path::Path, sync::Arc};
 
@@ -19,7 +19,9 @@ const SQL_RENAMES: &str =
     "SET statement_timeout = '5s';\nALTER TABLE orders RENAME COLUMN channel TO sales_channel;\n";
 
 fn releases() -> Arc<Releases> {
-    releases_built_from(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/signed-off"))
+    releases_built_from(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples/signed-off"),
+    )
 }
 
 fn principal(subject: &str, organization: &str) -> Principal {

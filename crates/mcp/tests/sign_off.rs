@@ -3,7 +3,7 @@
 //! from the session page's form (which needs the page's CSRF token and this server's origin);
 //! the harness reads `revise` with the note, resubmits, and two approvers complete it, one by
 //! the form and one by the JSON door a program uses with its own token. Who may not decide is
-//! refused with a named code. Runs the test workflow of `crates/engine/tests/data/signed-off/`.
+//! refused with a named code. Runs the test workflow of `docs/examples/signed-off/`.
 
 use std::{path::Path, sync::Arc};
 
@@ -22,7 +22,7 @@ use crate::common::*;
 
 fn registry() -> rimthan_registry::VerifiedRegistry {
     rimthan_testkit::engine::registry_built_from(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/data/signed-off"),
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples/signed-off"),
     )
 }
 

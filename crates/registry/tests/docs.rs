@@ -1,5 +1,6 @@
-//! `docs/registry-format.md` states the error codes and workflow rules; these tests keep it in
-//! step with the code.
+//! `docs/registry-format.md` states the error codes and workflow rules, and
+//! `docs/authoring.md` which workflow versions ship now; these tests keep them in step with the
+//! code and the embedded registry.
 
 use crate::common::repo_root;
 
@@ -72,4 +73,36 @@ fn the_code_table_lists_exactly_the_workflow_and_contract_rules() {
         documented_rules("adapter_contract_invalid"),
         codes(&contract)
     );
+}
+
+/// The guide's "current shipped workflows" are the highest versions the embedded stable channel
+/// offers, so a new version cannot leave the guide pointing at an old one.
+#[test]
+fn the_authoring_guide_names_the_current_shipped_workflow_versions() {
+    let docs = read("docs/authoring.md");
+    let named = docs
+        .split("The current shipped workflows")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .expect("docs/authoring.md names the current shipped workflows")
+        .replace('\n', " ");
+    let registry = rimthan_registry::verify_embedded().unwrap();
+    let stable = registry.channel(&"stable".parse().unwrap()).unwrap();
+    let mut current: Vec<String> = stable
+        .workflows()
+        .map(|w| w.doc().id.to_string())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|id| {
+            let latest = stable.latest_workflow(&id.parse().unwrap()).unwrap();
+            format!("`{id}` {}", latest.doc().version)
+        })
+        .collect();
+    current.sort();
+    for workflow in &current {
+        assert!(
+            named.contains(workflow.as_str()),
+            "docs/authoring.md names {named:?} as current; the stable release ships {current:?}"
+        );
+    }
 }

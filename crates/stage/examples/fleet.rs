@@ -6,8 +6,9 @@
 //! when one is killed, the harness's retry on a fresh connection reaches another.
 //!
 //! Writes the number of completed sessions to `PROGRESS` as it goes (`bench/fleet` kills a
-//! replica when it passes a mark), the completed session ids to `IDS` (one per line, for the
-//! comparison with the store), and prints sessions/s, every failure, the retried requests and
+//! replica when it passes a mark), each completed session's id and the transitions its harness
+//! saw acknowledged to `IDS` (`id<TAB>count`, sorted, for the comparison with the store's audit
+//! log), and prints sessions/s, every failure, the retried requests and
 //! each tool's p50/p99 as the harness waited for it.
 //!
 //!   cargo run --release -p rimthan-stage --example fleet -- \
@@ -174,7 +175,11 @@ async fn main() {
                     let mut tally = tally.lock().expect("no worker panicked");
                     match outcome {
                         Ok(summary) if summary.status == "completed" => {
-                            tally.completed.push(summary.session_id);
+                            tally.completed.push(format!(
+                                "{}\t{}",
+                                summary.session_id,
+                                summary.steps.len()
+                            ));
                             tally.add_calls(summary.calls);
                         }
                         Ok(summary) => tally.failed.push(format!(
@@ -215,13 +220,13 @@ async fn main() {
         tally.retried, tally.most_attempts
     );
     println!(
-        "  {:<28} {:>8} {:>9} {:>9}",
+        "  {:<32} {:>8} {:>9} {:>9}",
         "request", "count", "p50 ms", "p99 ms"
     );
     for (method, mut micros) in tally.calls {
         micros.sort_unstable();
         println!(
-            "  {method:<28} {:>8} {:>9.2} {:>9.2}",
+            "  {method:<32} {:>8} {:>9.2} {:>9.2}",
             micros.len(),
             percentile(&micros, 0.5) as f64 / 1000.0,
             percentile(&micros, 0.99) as f64 / 1000.0

@@ -100,12 +100,21 @@ async fn sessions_survive_an_unlucky_network(store: Arc<dyn Store>, seed: u64) {
         })
         .collect();
     let mut steps = BTreeMap::new();
+    let mut retried_calls = 0;
     for (i, run) in runs.into_iter().enumerate() {
         let summary = run
             .await
             .unwrap()
             .unwrap_or_else(|e| panic!("session {i} (seed {seed}): {e}"));
         assert_eq!(summary.status, "completed", "session {i}");
+        assert!(
+            summary
+                .calls
+                .iter()
+                .any(|c| c.method == rimthan_mcp::SUBMIT),
+            "session {i}: the run's requests are recorded"
+        );
+        retried_calls += summary.calls.iter().filter(|c| c.attempts > 1).count();
         steps.insert(
             summary.session_id.parse::<SessionId>().unwrap(),
             summary.steps.len(),
@@ -160,6 +169,10 @@ async fn sessions_survive_an_unlucky_network(store: Arc<dyn Store>, seed: u64) {
             .count();
     }
     assert!(replayed > 0, "no lost reply was ever retried: {counts:?}");
+    assert!(
+        retried_calls > 0,
+        "no recorded request names its retries: {counts:?}"
+    );
     assert!(
         signed_off.load(Ordering::Relaxed) > 0,
         "no session waited for sign-off: the shipped migration step asks for it"

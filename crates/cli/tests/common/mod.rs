@@ -63,6 +63,15 @@ pub(crate) fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// The complete example source `docs/examples/<example>` (what a user of the binary has),
+/// copied into `dir/source`.
+pub(crate) fn example_source(example: &str, dir: &Path) -> PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let source = dir.join("source");
+    copy_tree(&repo.join("docs/examples").join(example), &source);
+    source
+}
+
 /// The workflow source `tests/data/<fixture>` plus what a release shares across workflows (the
 /// host adapters and the base report schema), copied into `dir/source`.
 pub(crate) fn outside_source(fixture: &str, dir: &Path) -> PathBuf {
