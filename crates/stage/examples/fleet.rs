@@ -152,25 +152,16 @@ async fn main() {
                         break;
                     }
                     let project = tempfile::tempdir().expect("a temporary project");
-                    let config = StageConfig {
-                        harness,
-                        target: Target::Url {
-                            url: url.clone(),
-                            protocol: Protocol::V2026_07_28,
-                            token: None,
-                        },
-                        project: project.path().to_owned(),
-                        workflow: Some(workflow.clone()),
-                        workflow_version: None,
-                        resume: false,
-                        fault: None,
-                        revise: false,
-                        stop_after: None,
-                        sign_off_as: None,
-                        // Every participant sends its own bytes: no kept check verdict
-                        // answers for another session.
-                        vary: Some(index as u16),
+                    let target = Target::Url {
+                        url: url.clone(),
+                        protocol: Protocol::V2026_07_28,
+                        token: None,
                     };
+                    let mut config = StageConfig::new(harness, target, project.path().to_owned());
+                    config.workflow = Some(workflow.clone());
+                    // Every participant sends its own bytes: no kept check verdict answers
+                    // for another session.
+                    config.vary = Some(index as u16);
                     let outcome = rimthan_stage::run(&config, &mut |_, _, _| {}).await;
                     let mut tally = tally.lock().expect("no worker panicked");
                     match outcome {

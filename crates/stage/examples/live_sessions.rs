@@ -37,23 +37,14 @@ async fn main() {
             tokio::spawn(async move {
                 while claimed.fetch_add(1, Ordering::Relaxed) < sessions {
                     let project = tempfile::tempdir().expect("a temporary project");
-                    let config = StageConfig {
-                        harness,
-                        target: Target::Url {
-                            url: url.clone(),
-                            protocol: Protocol::V2026_07_28,
-                            token: None,
-                        },
-                        project: project.path().to_owned(),
-                        workflow: Some(workflow.clone()),
-                        workflow_version: None,
-                        resume: false,
-                        fault: None,
-                        revise: false,
-                        stop_after: Some(1),
-                        sign_off_as: None,
-                        vary: None,
+                    let target = Target::Url {
+                        url: url.clone(),
+                        protocol: Protocol::V2026_07_28,
+                        token: None,
                     };
+                    let mut config = StageConfig::new(harness, target, project.path().to_owned());
+                    config.workflow = Some(workflow.clone());
+                    config.stop_after = Some(1);
                     rimthan_stage::run(&config, &mut |_, _, _| {})
                         .await
                         .expect("a session past its setup step");

@@ -50,25 +50,16 @@ async fn main() {
                         break;
                     }
                     let project = tempfile::tempdir().expect("a temporary project");
-                    let config = StageConfig {
-                        harness,
-                        target: Target::Url {
-                            url: url.clone(),
-                            protocol: Protocol::V2026_07_28,
-                            token: None,
-                        },
-                        project: project.path().to_owned(),
-                        workflow: Some(workflow.clone()),
-                        workflow_version: None,
-                        resume: false,
-                        fault: None,
-                        revise: false,
-                        stop_after: None,
-                        sign_off_as: None,
-                        // Each session sends its own bytes, as participants do: no check
-                        // verdict is kept from one session for another.
-                        vary: Some(index as u16),
+                    let target = Target::Url {
+                        url: url.clone(),
+                        protocol: Protocol::V2026_07_28,
+                        token: None,
                     };
+                    let mut config = StageConfig::new(harness, target, project.path().to_owned());
+                    config.workflow = Some(workflow.clone());
+                    // Each session sends its own bytes, as participants do: no check verdict
+                    // is kept from one session for another.
+                    config.vary = Some(index as u16);
                     let summary = rimthan_stage::run(&config, &mut |_, _, _| {})
                         .await
                         .expect("a whole session");

@@ -3,6 +3,7 @@
 //! outputs; the schema's `examples` for JSON outputs), else an instance generated from the
 //! output's schema, else a placeholder that names the step.
 
+use rimthan_registry::{MEDIA_JSON, MEDIA_MARKDOWN};
 use serde_json::Value;
 
 use crate::{
@@ -54,7 +55,7 @@ pub(crate) async fn output_content(
 /// of a Markdown file, change the bytes and not what either parses to.
 pub(crate) fn vary(bytes: &mut Vec<u8>, output: &Value, nonce: u16) {
     let media = output["media_type"].as_str().unwrap_or_default();
-    if !matches!(media, "application/json" | "text/markdown") || bytes.last() != Some(&b'\n') {
+    if ![MEDIA_JSON, MEDIA_MARKDOWN].contains(&media) || bytes.last() != Some(&b'\n') {
         return;
     }
     bytes.extend(

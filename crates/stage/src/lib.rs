@@ -230,6 +230,27 @@ pub struct StageConfig {
     pub vary: Option<u16>,
 }
 
+impl StageConfig {
+    /// A plain run of `target` as `harness` in `project`: the release's only (or named)
+    /// workflow at its highest version, started afresh, no fault, no revise, no stop, no
+    /// sign-off, the author's own bytes. Set the fields that differ.
+    pub fn new(harness: Harness, target: Target, project: std::path::PathBuf) -> Self {
+        Self {
+            harness,
+            target,
+            project,
+            workflow: None,
+            workflow_version: None,
+            resume: false,
+            fault: None,
+            revise: false,
+            stop_after: None,
+            sign_off_as: None,
+            vary: None,
+        }
+    }
+}
+
 /// How a step went.
 #[derive(Debug, Clone)]
 pub struct StepRecord {

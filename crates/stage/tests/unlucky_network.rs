@@ -62,27 +62,18 @@ async fn sessions_survive_an_unlucky_network(store: Arc<dyn Store>, seed: u64) {
             let project = projects.path().join(format!("p{i}"));
             tokio::spawn(async move {
                 let _slot = slots.acquire().await.unwrap();
-                let mut config = StageConfig {
-                    harness: [Harness::Codex, Harness::ClaudeCode][i % 2],
-                    target: Target::Url {
-                        url,
-                        protocol: [Protocol::V2026_07_28, Protocol::V2025_11_25][i / 2 % 2],
-                        token: None,
-                    },
-                    project,
-                    workflow: Some(
-                        ["research-study", "schema-migration"][i / 4 % 2]
-                            .parse()
-                            .unwrap(),
-                    ),
-                    workflow_version: None,
-                    resume: false,
-                    fault: None,
-                    revise: false,
-                    stop_after: None,
-                    sign_off_as: None,
-                    vary: None,
+                let target = Target::Url {
+                    url,
+                    protocol: [Protocol::V2026_07_28, Protocol::V2025_11_25][i / 2 % 2],
+                    token: None,
                 };
+                let harness = [Harness::Codex, Harness::ClaudeCode][i % 2];
+                let mut config = StageConfig::new(harness, target, project);
+                config.workflow = Some(
+                    ["research-study", "schema-migration"][i / 4 % 2]
+                        .parse()
+                        .unwrap(),
+                );
                 let mut summary = rimthan_stage::run(&config, &mut |_, _, _| {}).await?;
                 // A step that waits for sign-off: a facilitator decides, and the harness
                 // resumes through the same unlucky network.

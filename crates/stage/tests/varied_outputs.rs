@@ -37,23 +37,14 @@ async fn varied_sessions_complete_and_each_sends_texts_no_other_sent() {
     let projects = tempfile::tempdir().unwrap();
     let run = async |nonce: u16, name: &str| {
         let project = projects.path().join(name);
-        let config = StageConfig {
-            harness: Harness::Codex,
-            target: Target::Url {
-                url: url.clone(),
-                protocol: Protocol::V2026_07_28,
-                token: None,
-            },
-            project: project.clone(),
-            workflow: Some("research-study".parse().unwrap()),
-            workflow_version: None,
-            resume: false,
-            fault: None,
-            revise: false,
-            stop_after: None,
-            sign_off_as: None,
-            vary: Some(nonce),
+        let target = Target::Url {
+            url: url.clone(),
+            protocol: Protocol::V2026_07_28,
+            token: None,
         };
+        let mut config = StageConfig::new(Harness::Codex, target, project.clone());
+        config.workflow = Some("research-study".parse().unwrap());
+        config.vary = Some(nonce);
         let summary = rimthan_stage::run(&config, &mut |_, _, _| {})
             .await
             .unwrap();
