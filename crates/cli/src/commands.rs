@@ -59,6 +59,7 @@ pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
         None if err.downcast_ref::<AwaitingSignOff>().is_some() => 4,
         None if err.downcast_ref::<InputError>().is_some() => 1,
         None if err.downcast_ref::<registry::ChecksFailed>().is_some() => 1,
+        None if err.downcast_ref::<registry::CasesFailed>().is_some() => 1,
         // Nothing was checked: a CI job given too few files must not pass.
         None if err.downcast_ref::<registry::InputMissing>().is_some() => 2,
         None if err.downcast_ref::<evidence::NotVerified>().is_some() => 1,

@@ -144,6 +144,7 @@ pub(crate) async fn drive(
     let fault = config.fault;
     let mut revise = config.revise;
     let mut previous_checkpoint: Option<Value> = None;
+    let mut rounds: std::collections::BTreeMap<String, usize> = Default::default();
 
     while payload["status"] != "completed" {
         // A step waiting for sign-off is people's to decide, not the harness's: stop, and let
@@ -168,6 +169,7 @@ pub(crate) async fn drive(
                 outcome: format!("signed off as {name} (asserted)"),
                 millis: started.elapsed().as_millis(),
                 files: Vec::new(),
+                sent_back_by: Vec::new(),
             });
             if payload["status"] == "awaiting_approval" {
                 // More approvals than one name can give: people decide the rest.
@@ -179,6 +181,12 @@ pub(crate) async fn drive(
         let step = payload["step"].clone();
         let step_id = str_field(&step, rimthan_mcp::ACTIVE_STEP, "id")?.to_owned();
         let (index, total) = definition.position(&step_id);
+        let round = {
+            let round = rounds.entry(step_id.clone()).or_default();
+            *round += 1;
+            (step_id.clone(), *round)
+        };
+        let script = config.script.as_deref();
 
         // The stale-checkpoint fault: reuse the checkpoint the session has moved past.
         if fault == Some(Fault::StaleCheckpoint)
@@ -213,8 +221,13 @@ pub(crate) async fn drive(
             let outputs = step["outputs"].as_array().cloned().unwrap_or_default();
             for (i, output) in outputs.iter().enumerate() {
                 let path = str_field(output, rimthan_mcp::ACTIVE_STEP, "path")?;
-                let mut bytes =
-                    content::output_content(client, &step_id, &step_doc, output).await?;
+                let scripted = script
+                    .and_then(|s| s.outputs.get(&round))
+                    .and_then(|outputs| outputs.get(path));
+                let mut bytes = match scripted {
+                    Some(bytes) => bytes.clone(),
+                    None => content::output_content(client, &step_id, &step_doc, output).await?,
+                };
                 if let Some(nonce) = config.vary {
                     content::vary(&mut bytes, output, nonce);
                 }
@@ -273,7 +286,11 @@ pub(crate) async fn drive(
 
         let mut reports = Vec::new();
         for validator in plan["validators"].as_array().into_iter().flatten() {
-            reports.push(validator::report(client, project, validator, revise).await?);
+            let scripted = script
+                .and_then(|s| s.failing.get(&round))
+                .zip(validator["id"].as_str())
+                .is_some_and(|(failing, id)| failing.contains(id));
+            reports.push(validator::report(client, project, validator, revise || scripted).await?);
             revise = false;
         }
         let missing_report = fault == Some(Fault::MissingReport) && !reports.is_empty();
@@ -304,6 +321,11 @@ pub(crate) async fn drive(
             outcome: outcome.into(),
             millis: started.elapsed().as_millis(),
             files,
+            sent_back_by: if outcome == "revise" {
+                sent_back_by(&next)
+            } else {
+                Vec::new()
+            },
         };
         on_step(&record, index, total);
         run.steps.push(record);
@@ -350,6 +372,28 @@ fn sent_back(payload: &Value) -> Vec<String> {
         })
         .filter_map(|f| f["message"].as_str().map(str::to_owned))
         .collect()
+}
+
+/// What sent a step back, from the `revise` payload's findings: each failing check's rule and
+/// each failing validator's id (errors only; a warning sends nothing back), sorted, once each.
+fn sent_back_by(payload: &Value) -> Vec<String> {
+    let mut by: Vec<String> = payload["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| f["severity"] == "error")
+        .filter_map(|f| {
+            if f["check_id"].is_string() {
+                f["rule"].as_str()
+            } else {
+                f["validator_id"].as_str().filter(|id| !id.is_empty())
+            }
+        })
+        .map(str::to_owned)
+        .collect();
+    by.sort();
+    by.dedup();
+    by
 }
 
 /// What a run has done so far.

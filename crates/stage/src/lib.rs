@@ -14,6 +14,7 @@
 //! written after every change. A [`Fault`] injects one classic mistake so an operator can see
 //! the server's code for it, and `revise` makes one validator send a step back once.
 
+mod case;
 mod client;
 mod content;
 mod drive;
@@ -28,6 +29,7 @@ use rimthan_registry::{ChannelName, Harness, HostCapability, RegistryError, Vers
 
 use crate::client::connect;
 pub use crate::{
+    case::{CASE_FILE, Case, CaseFile, Expect, Submission, TESTS_DIR, find_cases, run_case},
     fault::Fault,
     project::{Project, ReadBack},
 };
@@ -66,6 +68,15 @@ pub enum StageError {
     SymlinkInProject {
         /// The path, relative to the project.
         path: String,
+    },
+    /// A workflow test case's file does not parse, breaks a bound, or names a file that cannot
+    /// be read.
+    #[error("{path}: {reason}")]
+    CaseInvalid {
+        /// The case file, or the file it names.
+        path: String,
+        /// What to change.
+        reason: String,
     },
     /// The in-process server's registry did not verify.
     #[error("the registry did not verify: {0}")]
@@ -228,6 +239,19 @@ pub struct StageConfig {
     /// spelling this number in binary, which neither format reads. Load tests set it per session,
     /// so no two sessions send the same bytes, as no two participants do.
     pub vary: Option<u16>,
+    /// What a workflow test case has the harness do instead (`rimthan registry test`).
+    pub script: Option<std::sync::Arc<Script>>,
+}
+
+/// Per step and round (the step's first submission is round 1, a revision round 2, …): the
+/// bytes to write for an output instead of the author's example, and the validators that fail.
+#[derive(Debug, Clone, Default)]
+pub struct Script {
+    /// (step, round) → output path → bytes.
+    pub outputs:
+        std::collections::BTreeMap<(String, usize), std::collections::BTreeMap<String, Vec<u8>>>,
+    /// (step, round) → ids of the validators whose report fails.
+    pub failing: std::collections::BTreeMap<(String, usize), std::collections::BTreeSet<String>>,
 }
 
 impl StageConfig {
@@ -247,6 +271,7 @@ impl StageConfig {
             stop_after: None,
             sign_off_as: None,
             vary: None,
+            script: None,
         }
     }
 }
@@ -262,6 +287,9 @@ pub struct StepRecord {
     pub millis: u128,
     /// Files written into the project.
     pub files: Vec<String>,
+    /// On `revise`: the rule of each failing check and the id of each failing validator that
+    /// sent the step back, sorted.
+    pub sent_back_by: Vec<String>,
 }
 
 /// One request the harness made, as its caller waited for it.

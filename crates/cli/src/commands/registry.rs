@@ -2,8 +2,10 @@
 
 mod check;
 mod diff;
+mod test;
 
 pub(crate) use check::{ChecksFailed, InputMissing};
+pub(crate) use test::CasesFailed;
 
 use std::{
     fs,
@@ -35,6 +37,8 @@ pub(crate) enum RegistryCommand {
     Diff(diff::DiffArgs),
     /// Run a step's deterministic checks on local files, as the server runs them.
     Check(check::CheckArgs),
+    /// Run a source's workflow test cases (workflows/ID/VERSION/tests/CASE/case.json) in process.
+    Test(test::TestArgs),
     /// Point a channel at a release, after verifying the registry.
     Promote(PromoteArgs),
     /// Generate an ed25519 signing key.
@@ -125,6 +129,7 @@ impl RegistryCommand {
             RegistryCommand::Inspect(args) => inspect(args),
             RegistryCommand::Diff(args) => diff::diff(args),
             RegistryCommand::Check(args) => check::check(args),
+            RegistryCommand::Test(args) => test::test(args),
             RegistryCommand::Promote(args) => promote(args),
             RegistryCommand::Keygen(args) => keygen(args),
         }

@@ -187,6 +187,7 @@ impl StageArgs {
             stop_after: self.stop_after.map(|n| n as usize),
             sign_off_as: self.sign_off_as,
             vary: None,
+            script: None,
         };
         let bar = std::io::stderr().is_terminal();
         let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -7,7 +7,8 @@ use super::source::{sorted_names, source_error};
 use crate::{error::RegistryError, ids::StepId};
 
 /// A workflow version folder holds `workflow.json`, `steps/` and optionally `examples/`,
-/// `checks/` and `counter-examples/`.
+/// `checks/`, `counter-examples/` and `tests/` (the workflow test cases `rimthan registry test`
+/// runs; not release content).
 pub(super) fn check_version_folder(root: &Path) -> Result<(), RegistryError> {
     if !root.is_dir() {
         return Err(source_error(
@@ -18,13 +19,13 @@ pub(super) fn check_version_folder(root: &Path) -> Result<(), RegistryError> {
     for name in sorted_names(root)? {
         if !matches!(
             name.as_str(),
-            "workflow.json" | "steps" | "examples" | "checks" | "counter-examples"
+            "workflow.json" | "steps" | "examples" | "checks" | "counter-examples" | "tests"
         ) && !name.eq_ignore_ascii_case("workflow.json")
         {
             return Err(source_error(
                 &root.join(&name),
                 "not part of a workflow version folder, which holds workflow.json, steps/ and \
-                 optionally examples/, checks/ and counter-examples/; move or delete it"
+                 optionally examples/, checks/, counter-examples/ and tests/; move or delete it"
                     .into(),
             ));
         }

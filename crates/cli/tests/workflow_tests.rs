@@ -1,0 +1,177 @@
+//! `rimthan registry test` (`docs/authoring.md` §13): an outside workflow's cases
+//! (`docs/examples/checked-workflow/workflows/data-fix/1.0.0/tests/`) pass as written, and a
+//! case that says something else happens fails with the first divergence, in text and JSON.
+
+use std::process::{Command, Output};
+
+mod common;
+
+use common::example_source;
+
+const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
+const CASES: &str = "workflows/data-fix/1.0.0/tests";
+
+fn test(source: &std::path::Path, extra: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(["registry", "test"])
+        .arg(source)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn the_example_workflows_cases_pass_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = example_source("checked-workflow", dir.path());
+    let out = test(&source, &[]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let printed = text(&out.stdout);
+    for case in [
+        "a-check-sends-it-back",
+        "happy-path",
+        "squawk-sends-it-back",
+        "the-reviewer-sends-it-back",
+    ] {
+        assert!(
+            printed.contains(&format!("PASS data-fix@1.0.0 {case}\n")),
+            "{printed}"
+        );
+    }
+    assert!(
+        printed.contains("4 case(s): 4 passed, 0 failed"),
+        "{printed}"
+    );
+}
+
+#[test]
+fn a_case_that_expects_otherwise_fails_at_its_first_divergence() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = example_source("checked-workflow", dir.path());
+    let edit = |case: &str, from: &str, to: &str| {
+        let path = source.join(CASES).join(case).join("case.json");
+        let json = std::fs::read_to_string(&path).unwrap();
+        assert!(json.contains(from), "{case} says {from}");
+        std::fs::write(&path, json.replacen(from, to, 1)).unwrap();
+    };
+    // The wrong rule named; the reviewer no longer fails, so nothing sends the step back.
+    edit(
+        "a-check-sends-it-back",
+        r#"["rollback-owner"]"#,
+        r#"["rollback-section"]"#,
+    );
+    edit(
+        "the-reviewer-sends-it-back",
+        r#""fail": ["fix-reviewer"], "#,
+        "",
+    );
+    let out = test(&source, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    assert!(
+        printed.contains(
+            "FAIL data-fix@1.0.0 a-check-sends-it-back: submission 2 (write-fix): expected it \
+             sent back by rollback-section, got rollback-owner"
+        ),
+        "{printed}"
+    );
+    assert!(
+        printed.contains(
+            "FAIL data-fix@1.0.0 the-reviewer-sends-it-back: submission 2 (write-fix): expected \
+             revise, got completed"
+        ),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("PASS data-fix@1.0.0 happy-path"),
+        "{printed}"
+    );
+
+    let out = test(&source, &["--format", "json", "--workflow", "data-fix"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cases = report["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 4);
+    let failed: Vec<_> = cases
+        .iter()
+        .filter(|c| c["result"] == "fail")
+        .map(|c| c["case"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        failed,
+        ["a-check-sends-it-back", "the-reviewer-sends-it-back"]
+    );
+    assert_eq!(cases[1]["workflow"], "data-fix");
+    assert_eq!(cases[1]["version"], "1.0.0");
+    assert_eq!(cases[1]["divergence"], serde_json::Value::Null);
+}
+
+#[test]
+fn a_case_file_that_reaches_outside_its_folder_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = example_source("checked-workflow", dir.path());
+    let path = source
+        .join(CASES)
+        .join("a-check-sends-it-back")
+        .join("case.json");
+    let json = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        json.replacen(
+            "\"notes-without-owner.md\"",
+            "\"../../examples/fix/notes.md\"",
+            1,
+        ),
+    )
+    .unwrap();
+    let out = test(&source, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("name a file inside the case's folder"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+/// The case `docs/authoring.md` §13 shows runs as shown on the example it is written for.
+#[test]
+fn the_case_the_authoring_guide_shows_passes_on_the_example() {
+    let guide = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/authoring.md"),
+    )
+    .unwrap();
+    let shown = guide
+        .split("## 13. Workflow test cases")
+        .nth(1)
+        .and_then(|s| s.split("```json\n").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("§13 shows a case.json");
+    let dir = tempfile::tempdir().unwrap();
+    let source = example_source("checked-workflow", dir.path());
+    let case = source.join(CASES).join("from-the-guide");
+    std::fs::create_dir_all(&case).unwrap();
+    std::fs::write(case.join("case.json"), shown).unwrap();
+    std::fs::copy(
+        source
+            .join(CASES)
+            .join("a-check-sends-it-back/notes-without-owner.md"),
+        case.join("notes-without-owner.md"),
+    )
+    .unwrap();
+    let out = test(&source, &[]);
+    assert!(
+        text(&out.stdout).contains("PASS data-fix@1.0.0 from-the-guide"),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}

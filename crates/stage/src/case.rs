@@ -1,0 +1,317 @@
+//! Workflow test cases (`rimthan registry test`, `docs/authoring.md` §13): a case scripts what
+//! the harness submits at each step (outputs of its own instead of the author's examples,
+//! validators that fail) and states what must happen at each submission; [`run_case`] runs it
+//! as `rimthan stage` does, in process against the real engine, and names the first place where
+//! the session went otherwise.
+//!
+//! ```text
+//! workflows/<id>/<version>/tests/<case>/case.json
+//! workflows/<id>/<version>/tests/<case>/<any file the case's outputs name>
+//! ```
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use rimthan_registry::{Harness, Version, WorkflowId};
+use serde::Deserialize;
+
+use crate::{Script, StageConfig, StageError, Target};
+
+/// The folder of a workflow version's cases.
+pub const TESTS_DIR: &str = "tests";
+/// A case's description file.
+pub const CASE_FILE: &str = "case.json";
+/// Bounds on what a case file may ask, checked before anything runs.
+const MAX_CASE_BYTES: u64 = 256 << 10;
+const MAX_SUBMISSIONS: usize = 256;
+
+/// One case, as its `case.json` says.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaseFile {
+    /// What the case shows, for the person reading a failure.
+    #[serde(default)]
+    pub description: String,
+    /// The harness to behave as (default: the first the workflow pins, in name order).
+    #[serde(default)]
+    pub harness: Option<Harness>,
+    /// Each submission in order, with what must come of it.
+    pub submissions: Vec<Submission>,
+    /// The session's status after the last submission (default: whatever the last expected
+    /// outcome implies).
+    #[serde(default)]
+    pub status: Option<String>,
+}
+
+/// One submission of a step and what must come of it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Submission {
+    /// The step that must be active.
+    pub step: String,
+    /// Output path → a file of the case folder to write there (others: the author's example).
+    #[serde(default)]
+    pub outputs: BTreeMap<String, String>,
+    /// Validators whose report fails this round.
+    #[serde(default)]
+    pub fail: BTreeSet<String>,
+    /// `advanced`, `revise`, `awaiting_approval`, `completed` or `rejected`.
+    pub expect: Expect,
+    /// With `revise`: exactly the failing checks' rules and validators' ids that send it back.
+    #[serde(default)]
+    pub sent_back_by: Option<BTreeSet<String>>,
+    /// With `rejected`: the codes the server answers.
+    #[serde(default)]
+    pub codes: Option<BTreeSet<String>>,
+}
+
+/// What must come of a submission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expect {
+    /// The next step is active.
+    Advanced,
+    /// The step is sent back.
+    Revise,
+    /// The step waits for sign-off.
+    AwaitingApproval,
+    /// The session completed.
+    Completed,
+    /// The server refused the preparation or the submission.
+    Rejected,
+}
+
+impl Expect {
+    /// As `rimthan stage` records an outcome.
+    fn recorded(self) -> &'static str {
+        match self {
+            Expect::Advanced => "advanced",
+            Expect::Revise => "revise",
+            Expect::AwaitingApproval => "awaiting approval",
+            Expect::Completed => "completed",
+            Expect::Rejected => "rejected",
+        }
+    }
+}
+
+/// A case found in a release source.
+#[derive(Debug, Clone)]
+pub struct Case {
+    /// The workflow.
+    pub workflow: WorkflowId,
+    /// Its version.
+    pub version: Version,
+    /// The case's folder name.
+    pub name: String,
+    /// Its folder.
+    pub dir: PathBuf,
+    /// What it says.
+    pub file: CaseFile,
+}
+
+/// Every case under `source/workflows/*/*/tests/*/case.json`, in path order; only `workflow`'s
+/// when given. A case file that does not parse or breaks a bound is an error naming it.
+pub fn find_cases(source: &Path, workflow: Option<&WorkflowId>) -> Result<Vec<Case>, StageError> {
+    let mut cases = Vec::new();
+    for (id, versions) in subdirs(&source.join("workflows"))? {
+        let Ok(id) = id.parse::<WorkflowId>() else {
+            continue;
+        };
+        if workflow.is_some_and(|w| *w != id) {
+            continue;
+        }
+        for (version, dir) in subdirs(&versions)? {
+            let Ok(version) = version.parse::<Version>() else {
+                continue;
+            };
+            let tests = dir.join(TESTS_DIR);
+            if !tests.is_dir() {
+                continue;
+            }
+            for (name, dir) in subdirs(&tests)? {
+                let path = dir.join(CASE_FILE);
+                let text = rimthan_registry::read_regular_file(&path, MAX_CASE_BYTES)
+                    .map_err(|e| invalid(&path, e.to_string()))?;
+                let file: CaseFile =
+                    serde_json::from_slice(&text).map_err(|e| invalid(&path, e.to_string()))?;
+                if file.submissions.is_empty() || file.submissions.len() > MAX_SUBMISSIONS {
+                    return Err(invalid(
+                        &path,
+                        format!("a case lists 1 to {MAX_SUBMISSIONS} submissions"),
+                    ));
+                }
+                cases.push(Case {
+                    workflow: id.clone(),
+                    version: version.clone(),
+                    name,
+                    dir,
+                    file,
+                });
+            }
+        }
+    }
+    Ok(cases)
+}
+
+fn invalid(path: &Path, reason: String) -> StageError {
+    StageError::CaseInvalid {
+        path: path.display().to_string(),
+        reason,
+    }
+}
+
+/// The folders in `dir` by name, sorted; none when `dir` does not exist.
+fn subdirs(dir: &Path) -> Result<Vec<(String, PathBuf)>, StageError> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(Vec::new());
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| StageError::io(dir, e))?;
+        if entry
+            .file_type()
+            .map_err(|e| StageError::io(dir, e))?
+            .is_dir()
+        {
+            found.push((
+                entry.file_name().to_string_lossy().into_owned(),
+                entry.path(),
+            ));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Runs `case` against `target` (a server in this process on the release under test) in
+/// `project`, as `harness`: `None` when everything happened as the case says, else the first
+/// divergence, in words.
+pub async fn run_case(
+    case: &Case,
+    harness: Harness,
+    target: Target,
+    project: PathBuf,
+) -> Result<Option<String>, StageError> {
+    let mut script = Script::default();
+    let mut rounds: BTreeMap<&str, usize> = BTreeMap::new();
+    for submission in &case.file.submissions {
+        let round = rounds.entry(&submission.step).or_default();
+        *round += 1;
+        let key = (submission.step.clone(), *round);
+        for (path, file) in &submission.outputs {
+            let inside = Path::new(file)
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if !inside {
+                return Err(invalid(
+                    &case.dir.join(CASE_FILE),
+                    format!("{file:?}: name a file inside the case's folder"),
+                ));
+            }
+            let from = case.dir.join(file);
+            let bytes =
+                rimthan_registry::read_regular_file(&from, rimthan_registry::MAX_FILE_BYTES)
+                    .map_err(|e| invalid(&from, e.to_string()))?;
+            script
+                .outputs
+                .entry(key.clone())
+                .or_default()
+                .insert(path.clone(), bytes);
+        }
+        if !submission.fail.is_empty() {
+            script.failing.insert(key, submission.fail.clone());
+        }
+    }
+    let mut config = StageConfig::new(harness, target, project);
+    config.workflow = Some(case.workflow.clone());
+    config.workflow_version = Some(case.version.clone());
+    config.stop_after = Some(case.file.submissions.len());
+    config.script = Some(Arc::new(script));
+    // Each submission as the harness saw it: step, outcome, what sent it back, refusal codes.
+    let mut records: Vec<(String, String, Vec<String>, Vec<String>)> = Vec::new();
+    let outcome = crate::run(&config, &mut |record, _, _| {
+        records.push((
+            record.step.clone(),
+            record.outcome.clone(),
+            record.sent_back_by.clone(),
+            Vec::new(),
+        ));
+    })
+    .await;
+    let status = match outcome {
+        Ok(summary) => summary.status,
+        // A refusal ends the run; it is the outcome of the submission it refused.
+        Err(StageError::Rejected { step, codes, .. }) => {
+            records.push((step, "rejected".to_owned(), Vec::new(), codes));
+            "rejected".to_owned()
+        }
+        Err(e) => return Err(e),
+    };
+    for (i, expected) in case.file.submissions.iter().enumerate() {
+        let n = i + 1;
+        let Some((step, outcome, sent_back_by, codes)) = records.get(i) else {
+            return Ok(Some(format!(
+                "submission {n}: expected step {} to be submitted, but the session stopped in \
+                 status {status} after {} submission(s)",
+                expected.step,
+                records.len()
+            )));
+        };
+        if *step != expected.step {
+            return Ok(Some(format!(
+                "submission {n}: expected step {}, but step {step} was active",
+                expected.step
+            )));
+        }
+        if outcome != expected.expect.recorded() {
+            let detail = match (outcome.as_str(), sent_back_by.is_empty(), codes.is_empty()) {
+                ("revise", false, _) => format!(" (sent back by {})", sent_back_by.join(", ")),
+                ("rejected", _, false) => format!(" ({})", codes.join(", ")),
+                _ => String::new(),
+            };
+            return Ok(Some(format!(
+                "submission {n} ({step}): expected {}, got {outcome}{detail}",
+                expected.expect.recorded()
+            )));
+        }
+        if let Some(want) = &expected.sent_back_by {
+            let got: BTreeSet<String> = sent_back_by.iter().cloned().collect();
+            if got != *want {
+                return Ok(Some(format!(
+                    "submission {n} ({step}): expected it sent back by {}, got {}",
+                    listed(want),
+                    listed(&got)
+                )));
+            }
+        }
+        if let Some(want) = &expected.codes {
+            let got: BTreeSet<String> = codes.iter().cloned().collect();
+            if got != *want {
+                return Ok(Some(format!(
+                    "submission {n} ({step}): expected codes {}, got {}",
+                    listed(want),
+                    listed(&got)
+                )));
+            }
+        }
+    }
+    if let Some(want) = &case.file.status
+        && *want != status
+    {
+        return Ok(Some(format!(
+            "after the last submission: expected status {want}, got {status}"
+        )));
+    }
+    Ok(None)
+}
+
+fn listed(set: &BTreeSet<String>) -> String {
+    if set.is_empty() {
+        "nothing".into()
+    } else {
+        set.iter().cloned().collect::<Vec<_>>().join(", ")
+    }
+}
