@@ -175,3 +175,25 @@ fn the_case_the_authoring_guide_shows_passes_on_the_example() {
         text(&out.stderr)
     );
 }
+
+/// The cases that ship with the embedded registry's source pass: every shipped workflow
+/// version that has cases runs them here, so a release cannot change what they prove unseen.
+#[test]
+fn the_shipped_workflows_cases_pass() {
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../registry/source");
+    let out = test(&source, &["--format", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
+    let cases = report["cases"].as_array().unwrap();
+    let workflows: std::collections::BTreeSet<_> = cases
+        .iter()
+        .map(|c| c["workflow"].as_str().unwrap())
+        .collect();
+    assert!(
+        cases.len() >= 6 && workflows.len() >= 2,
+        "each shipped workflow carries cases: {report}"
+    );
+    let failed: Vec<_> = cases.iter().filter(|c| c["result"] != "pass").collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert!(out.status.success());
+}

@@ -18,7 +18,7 @@ use std::{
 use rimthan_registry::{Harness, Version, WorkflowId};
 use serde::Deserialize;
 
-use crate::{Script, StageConfig, StageError, Target};
+use crate::{Script, StageConfig, StageError, StepRecord, Target};
 
 /// The folder of a workflow version's cases.
 pub const TESTS_DIR: &str = "tests";
@@ -63,6 +63,9 @@ pub struct Submission {
     /// With `revise`: exactly the failing checks' rules and validators' ids that send it back.
     #[serde(default)]
     pub sent_back_by: Option<BTreeSet<String>>,
+    /// With `awaiting_approval`: exactly the failed checks' rules an approver must waive.
+    #[serde(default)]
+    pub to_waive: Option<BTreeSet<String>>,
     /// With `rejected`: the codes the server answers.
     #[serde(default)]
     pub codes: Option<BTreeSet<String>>,
@@ -230,29 +233,32 @@ pub async fn run_case(
     config.workflow_version = Some(case.version.clone());
     config.stop_after = Some(case.file.submissions.len());
     config.script = Some(Arc::new(script));
-    // Each submission as the harness saw it: step, outcome, what sent it back, refusal codes.
-    let mut records: Vec<(String, String, Vec<String>, Vec<String>)> = Vec::new();
+    // Each submission as the harness saw it, and the refusal codes of a refused one.
+    let mut records: Vec<(StepRecord, Vec<String>)> = Vec::new();
     let outcome = crate::run(&config, &mut |record, _, _| {
-        records.push((
-            record.step.clone(),
-            record.outcome.clone(),
-            record.sent_back_by.clone(),
-            Vec::new(),
-        ));
+        records.push((record.clone(), Vec::new()));
     })
     .await;
     let status = match outcome {
         Ok(summary) => summary.status,
         // A refusal ends the run; it is the outcome of the submission it refused.
         Err(StageError::Rejected { step, codes, .. }) => {
-            records.push((step, "rejected".to_owned(), Vec::new(), codes));
+            let refused = StepRecord {
+                step,
+                outcome: "rejected".to_owned(),
+                millis: 0,
+                files: Vec::new(),
+                sent_back_by: Vec::new(),
+                to_waive: Vec::new(),
+            };
+            records.push((refused, codes));
             "rejected".to_owned()
         }
         Err(e) => return Err(e),
     };
     for (i, expected) in case.file.submissions.iter().enumerate() {
         let n = i + 1;
-        let Some((step, outcome, sent_back_by, codes)) = records.get(i) else {
+        let Some((record, codes)) = records.get(i) else {
             return Ok(Some(format!(
                 "submission {n}: expected step {} to be submitted, but the session stopped in \
                  status {status} after {} submission(s)",
@@ -260,6 +266,7 @@ pub async fn run_case(
                 records.len()
             )));
         };
+        let (step, outcome) = (&record.step, &record.outcome);
         if *step != expected.step {
             return Ok(Some(format!(
                 "submission {n}: expected step {}, but step {step} was active",
@@ -267,9 +274,12 @@ pub async fn run_case(
             )));
         }
         if outcome != expected.expect.recorded() {
-            let detail = match (outcome.as_str(), sent_back_by.is_empty(), codes.is_empty()) {
-                ("revise", false, _) => format!(" (sent back by {})", sent_back_by.join(", ")),
-                ("rejected", _, false) => format!(" ({})", codes.join(", ")),
+            let detail = match outcome.as_str() {
+                "revise" => format!(" (sent back by {})", record.sent_back_by.join(", ")),
+                "rejected" => format!(" ({})", codes.join(", ")),
+                _ if !record.to_waive.is_empty() => {
+                    format!(" (to waive: {})", record.to_waive.join(", "))
+                }
                 _ => String::new(),
             };
             return Ok(Some(format!(
@@ -277,21 +287,20 @@ pub async fn run_case(
                 expected.expect.recorded()
             )));
         }
-        if let Some(want) = &expected.sent_back_by {
-            let got: BTreeSet<String> = sent_back_by.iter().cloned().collect();
+        for (what, want, got) in [
+            (
+                "it sent back by",
+                &expected.sent_back_by,
+                &record.sent_back_by,
+            ),
+            ("to waive", &expected.to_waive, &record.to_waive),
+            ("codes", &expected.codes, codes),
+        ] {
+            let Some(want) = want else { continue };
+            let got: BTreeSet<String> = got.iter().cloned().collect();
             if got != *want {
                 return Ok(Some(format!(
-                    "submission {n} ({step}): expected it sent back by {}, got {}",
-                    listed(want),
-                    listed(&got)
-                )));
-            }
-        }
-        if let Some(want) = &expected.codes {
-            let got: BTreeSet<String> = codes.iter().cloned().collect();
-            if got != *want {
-                return Ok(Some(format!(
-                    "submission {n} ({step}): expected codes {}, got {}",
+                    "submission {n} ({step}): expected {what} {}, got {}",
                     listed(want),
                     listed(&got)
                 )));

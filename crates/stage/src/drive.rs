@@ -170,6 +170,7 @@ pub(crate) async fn drive(
                 millis: started.elapsed().as_millis(),
                 files: Vec::new(),
                 sent_back_by: Vec::new(),
+                to_waive: Vec::new(),
             });
             if payload["status"] == "awaiting_approval" {
                 // More approvals than one name can give: people decide the rest.
@@ -322,10 +323,11 @@ pub(crate) async fn drive(
             millis: started.elapsed().as_millis(),
             files,
             sent_back_by: if outcome == "revise" {
-                sent_back_by(&next)
+                rules(&next["findings"])
             } else {
                 Vec::new()
             },
+            to_waive: rules(&next["approval"]["waivable"]),
         };
         on_step(&record, index, total);
         run.steps.push(record);
@@ -374,10 +376,10 @@ fn sent_back(payload: &Value) -> Vec<String> {
         .collect()
 }
 
-/// What sent a step back, from the `revise` payload's findings: each failing check's rule and
-/// each failing validator's id (errors only; a warning sends nothing back), sorted, once each.
-fn sent_back_by(payload: &Value) -> Vec<String> {
-    let mut by: Vec<String> = payload["findings"]
+/// Who found what in a list of findings: each failing check's rule and each failing
+/// validator's id (errors only; a warning holds nothing back), sorted, once each.
+fn rules(findings: &Value) -> Vec<String> {
+    let mut by: Vec<String> = findings
         .as_array()
         .into_iter()
         .flatten()

@@ -290,6 +290,8 @@ pub struct StepRecord {
     /// On `revise`: the rule of each failing check and the id of each failing validator that
     /// sent the step back, sorted.
     pub sent_back_by: Vec<String>,
+    /// On `awaiting approval`: the rule of each failed check an approver must waive, sorted.
+    pub to_waive: Vec<String>,
 }
 
 /// One request the harness made, as its caller waited for it.
