@@ -1,6 +1,6 @@
 // Sign-off in a real browser (docs/operations/facilitator.md §5): `rimthan stage` drives a
 // session of a workflow whose step needs two approvers (the test workflow of
-// crates/engine/tests/data/signed-off, built with `rimthan registry build`) to awaiting_approval;
+// docs/examples/signed-off, built with `rimthan registry build`) to awaiting_approval;
 // a facilitator signs in at /admin/login in headless chromium, sees the session's sign-off
 // section (axe finds no serious violation), sends the step back with a note; `stage --resume`
 // revises and stops at sign-off again; a role holder approves with `rimthan sessions approve`
@@ -19,7 +19,7 @@ import { rimthan, showSession, startServer, tempDir, writeTokensFile } from "./l
 const here = dirname(fileURLToPath(import.meta.url));
 const SCREENSHOTS = process.env.RIMTHAN_ADMIN_SCREENSHOTS ?? resolve(here, "../../target/ci-artifacts/admin");
 const CHROMIUM = process.env.RIMTHAN_CHROMIUM ?? "/usr/bin/chromium";
-const SOURCE = resolve(here, "../../crates/engine/tests/data/signed-off");
+const SOURCE = resolve(here, "../../docs/examples/signed-off");
 
 const PEOPLE = {
   pat: { principal: "pat", organization: "acme", scopes: ["rimthan:workflow"] },

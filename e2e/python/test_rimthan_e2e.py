@@ -1182,10 +1182,10 @@ async def test_a_session_rimthan_stage_completes_leaves_a_statement_a_third_part
         third_party_verify(envelope, keys, project)
 
 
-# A step signed off by people (`crates/engine/tests/data/signed-off/`, docs/operations/facilitator.md
+# A step signed off by people (`docs/examples/signed-off/`, docs/operations/facilitator.md
 # §5): write-note needs two approvers, facilitators of the session's organization or holders of
 # the role release-manager, never the participant.
-SIGNED_OFF_SOURCE = REPO_ROOT / "crates" / "engine" / "tests" / "data" / "signed-off"
+SIGNED_OFF_SOURCE = REPO_ROOT / "docs" / "examples" / "signed-off"
 SIGNED_OFF = WorkflowCase(
     id="release-note",
     steps=["setup-workspace", "draft-plan", "write-note"],

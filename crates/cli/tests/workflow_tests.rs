@@ -113,6 +113,54 @@ fn a_case_that_expects_otherwise_fails_at_its_first_divergence() {
     assert_eq!(cases[1]["workflow"], "data-fix");
     assert_eq!(cases[1]["version"], "1.0.0");
     assert_eq!(cases[1]["divergence"], serde_json::Value::Null);
+
+    let out = test(&source, &["--format", "junit"]);
+    assert_eq!(out.status.code(), Some(1));
+    let (testcases, failures) = junit(&out.stdout);
+    assert_eq!(
+        testcases,
+        [
+            "data-fix@1.0.0 a-check-sends-it-back",
+            "data-fix@1.0.0 happy-path",
+            "data-fix@1.0.0 squawk-sends-it-back",
+            "data-fix@1.0.0 the-reviewer-sends-it-back"
+        ]
+    );
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(
+        failures[1].contains("expected revise, got completed"),
+        "{failures:?}"
+    );
+}
+
+/// A JUnit report's testcases (`classname name`) and failure messages, as a CI system reads
+/// them.
+fn junit(xml: &[u8]) -> (Vec<String>, Vec<String>) {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_reader(xml);
+    let (mut testcases, mut failures) = (Vec::new(), Vec::new());
+    let attr = |e: &quick_xml::events::BytesStart<'_>, name: &[u8]| {
+        e.try_get_attribute(name)
+            .unwrap()
+            .map(|a| a.unescape_value().unwrap().into_owned())
+            .unwrap_or_default()
+    };
+    let mut buf = Vec::new();
+    loop {
+        match reader.read_event_into(&mut buf).unwrap() {
+            Event::Eof => break,
+            Event::Start(e) | Event::Empty(e) => match e.name().as_ref() {
+                b"testcase" => {
+                    testcases.push(format!("{} {}", attr(&e, b"classname"), attr(&e, b"name")))
+                }
+                b"failure" => failures.push(attr(&e, b"message")),
+                _ => {}
+            },
+            _ => {}
+        }
+        buf.clear();
+    }
+    (testcases, failures)
 }
 
 #[test]
@@ -196,4 +244,47 @@ fn the_shipped_workflows_cases_pass() {
     let failed: Vec<_> = cases.iter().filter(|c| c["result"] != "pass").collect();
     assert!(failed.is_empty(), "{failed:#?}");
     assert!(out.status.success());
+}
+
+/// `--init` writes the happy path of a workflow as a case that passes as written: to the end,
+/// or to the first step people sign off; it never overwrites a case.
+#[test]
+fn init_writes_a_happy_path_that_passes_and_never_overwrites() {
+    let dir = tempfile::tempdir().unwrap();
+    for (example, workflow, ends) in [
+        ("checked-workflow", "data-fix", "completed"),
+        ("signed-off", "release-note", "awaiting_approval"),
+    ] {
+        let source = example_source(example, &dir.path().join(example));
+        let init = test(&source, &["--init", "first", "--workflow", workflow]);
+        assert!(init.status.success(), "{}", text(&init.stderr));
+        let written = std::fs::read_to_string(
+            source
+                .join("workflows")
+                .join(workflow)
+                .join("1.0.0/tests/first/case.json"),
+        )
+        .unwrap();
+        let case: serde_json::Value = serde_json::from_str(&written).unwrap();
+        assert_eq!(case["status"], ends, "{written}");
+        let run = test(&source, &["--workflow", workflow]);
+        assert!(
+            text(&run.stdout).contains(&format!("PASS {workflow}@1.0.0 first")),
+            "{}{}",
+            text(&run.stdout),
+            text(&run.stderr)
+        );
+        let again = test(&source, &["--init", "first", "--workflow", workflow]);
+        assert_eq!(again.status.code(), Some(1));
+        assert_eq!(
+            std::fs::read_to_string(
+                source
+                    .join("workflows")
+                    .join(workflow)
+                    .join("1.0.0/tests/first/case.json")
+            )
+            .unwrap(),
+            written
+        );
+    }
 }

@@ -7,8 +7,11 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use rimthan_engine::Serving;
-use rimthan_registry::{Harness, ReleaseId, SigningKey, build_draft, publish};
-use rimthan_stage::{Case, Target, find_cases, run_case};
+use rimthan_registry::{
+    Harness, ReleaseId, SigningKey, Version, WorkflowId, build_draft, external_policy, publish,
+    verify_registry,
+};
+use rimthan_stage::{CASE_FILE, Case, TESTS_DIR, Target, find_cases, run_case};
 
 use super::parse;
 use crate::commands::InputError;
@@ -17,10 +20,18 @@ use crate::commands::InputError;
 pub(crate) struct TestArgs {
     /// The release source folder.
     src: PathBuf,
-    /// Only this workflow's cases.
+    /// Only this workflow's cases (with --init: the workflow to write a case for).
     #[arg(long)]
     workflow: Option<String>,
-    /// text, or json: {"cases": [{"workflow", "version", "case", "result", "divergence"}]}.
+    /// Instead of running: write a case named CASE for --workflow (its highest version unless
+    /// --workflow-version), the happy path through every step on the worked examples, to edit.
+    #[arg(long, value_name = "CASE", requires = "workflow")]
+    init: Option<String>,
+    /// With --init: the workflow version.
+    #[arg(long, requires = "init")]
+    workflow_version: Option<String>,
+    /// text; json: {"cases": [{"workflow", "version", "case", "result", "divergence"}]}; or
+    /// junit: a JUnit XML report, one testcase per case, for a CI system to show.
     #[arg(long, default_value = "text")]
     format: Format,
 }
@@ -29,6 +40,7 @@ pub(crate) struct TestArgs {
 enum Format {
     Text,
     Json,
+    Junit,
 }
 
 /// Cases that did not go as they say; each was printed.
@@ -45,6 +57,9 @@ impl std::error::Error for CasesFailed {}
 
 pub(crate) fn test(args: TestArgs) -> anyhow::Result<()> {
     let workflow = args.workflow.as_deref().map(parse).transpose()?;
+    if let (Some(case), Some(workflow)) = (&args.init, &workflow) {
+        return init(&args.src, workflow, args.workflow_version.as_deref(), case);
+    }
     let cases = find_cases(&args.src, workflow.as_ref())?;
     if cases.is_empty() {
         return Err(InputError(format!(
@@ -115,11 +130,139 @@ pub(crate) fn test(args: TestArgs) -> anyhow::Result<()> {
                 serde_json::to_string_pretty(&serde_json::json!({ "cases": cases }))?
             );
         }
+        Format::Junit => print!("{}", junit(&results, failed)),
     }
     match failed {
         0 => Ok(()),
         failed => Err(CasesFailed(failed).into()),
     }
+}
+
+/// Writes the happy path of `workflow` as a new case: every step advances on the worked
+/// examples, the last completes, or the first step people sign off waits for them and ends it.
+fn init(
+    source: &Path,
+    workflow: &WorkflowId,
+    version: Option<&str>,
+    case: &str,
+) -> anyhow::Result<()> {
+    let version: Option<Version> = version.map(parse).transpose()?;
+    if case.is_empty()
+        || !case
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(InputError(format!(
+            "--init {case:?}: name the case with letters, digits, - and _"
+        ))
+        .into());
+    }
+    // The source as built, so the case follows the steps the release will hold.
+    let built = build_draft(
+        source,
+        &"init".parse().expect("a valid id"),
+        &SigningKey::generate()?,
+    )?;
+    let files = built.files.clone();
+    let registry = verify_registry(&files, &external_policy())?;
+    let release = registry
+        .releases()
+        .values()
+        .next()
+        .expect("a build holds its release");
+    let found = match &version {
+        Some(v) => release.workflow(workflow, v),
+        None => release.latest_workflow(workflow),
+    };
+    let Some(found) = found else {
+        return Err(InputError(format!(
+            "{}: no workflow {workflow}{} in the source",
+            source.display(),
+            version.map(|v| format!(" version {v}")).unwrap_or_default()
+        ))
+        .into());
+    };
+    let mut submissions = Vec::new();
+    let steps = found.steps();
+    for (i, step) in steps.iter().enumerate() {
+        let id = step.doc().id.to_string();
+        if step.doc().approval.is_some() {
+            submissions.push(
+                serde_json::json!({"step": id, "expect": "awaiting_approval", "to_waive": []}),
+            );
+            break;
+        }
+        let expect = if i + 1 == steps.len() {
+            "completed"
+        } else {
+            "advanced"
+        };
+        submissions.push(serde_json::json!({"step": id, "expect": expect}));
+    }
+    let status = submissions
+        .last()
+        .and_then(|s| s["expect"].as_str())
+        .map(|e| {
+            if e == "awaiting_approval" {
+                e
+            } else {
+                "completed"
+            }
+        });
+    let dir = source
+        .join("workflows")
+        .join(workflow.as_str())
+        .join(found.doc().version.to_string())
+        .join(TESTS_DIR)
+        .join(case);
+    if dir.exists() {
+        return Err(InputError(format!(
+            "{}: exists; name another case or edit that one",
+            dir.display()
+        ))
+        .into());
+    }
+    std::fs::create_dir_all(&dir)?;
+    let doc = serde_json::json!({
+        "description": "The happy path on the worked examples: edit the outputs, failing validators and expectations to test another path.",
+        "submissions": submissions,
+        "status": status,
+    });
+    let mut text = serde_json::to_string_pretty(&doc)?;
+    text.push('\n');
+    std::fs::write(dir.join(CASE_FILE), text)?;
+    println!(
+        "wrote {}\nrun it: rimthan registry test {} --workflow {workflow}",
+        dir.join(CASE_FILE).display(),
+        source.display()
+    );
+    Ok(())
+}
+
+/// The JUnit XML report: one `testcase` per case (`classname` the workflow and version), a
+/// `failure` carrying the divergence.
+fn junit(results: &[(&Case, Option<String>)], failed: usize) -> String {
+    use quick_xml::escape::escape;
+    let mut xml = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"{n}\" failures=\"{failed}\">\n\
+         <testsuite name=\"rimthan registry test\" tests=\"{n}\" failures=\"{failed}\">\n",
+        n = results.len()
+    );
+    for (case, divergence) in results {
+        let class = escape(format!("{}@{}", case.workflow, case.version)).into_owned();
+        let name = escape(case.name.as_str()).into_owned();
+        match divergence {
+            None => xml.push_str(&format!(
+                "<testcase classname=\"{class}\" name=\"{name}\"/>\n"
+            )),
+            Some(divergence) => xml.push_str(&format!(
+                "<testcase classname=\"{class}\" name=\"{name}\"><failure message=\"{}\"/></testcase>\n",
+                escape(divergence.as_str())
+            )),
+        }
+    }
+    xml.push_str("</testsuite>\n</testsuites>\n");
+    xml
 }
 
 /// The first harness `workflow.json` pins, in name order.
