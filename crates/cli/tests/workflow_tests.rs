@@ -164,7 +164,7 @@ fn junit(xml: &[u8]) -> (Vec<String>, Vec<String>) {
 }
 
 #[test]
-fn a_case_file_that_reaches_outside_its_folder_is_refused() {
+fn a_case_file_that_reaches_outside_the_workflow_versions_folder_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let source = example_source("checked-workflow", dir.path());
     let path = source
@@ -175,8 +175,8 @@ fn a_case_file_that_reaches_outside_its_folder_is_refused() {
     std::fs::write(
         &path,
         json.replacen(
-            "\"notes-without-owner.md\"",
-            "\"../../examples/fix/notes.md\"",
+            "\"../../counter-examples/notes-name-rollback/step-without-owner/fix/notes.md\"",
+            "\"../../../1.0.0/examples/fix/notes.md\"",
             1,
         ),
     )
@@ -184,7 +184,7 @@ fn a_case_file_that_reaches_outside_its_folder_is_refused() {
     let out = test(&source, &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stdout).contains("name a file inside the case's folder"),
+        text(&out.stdout).contains("name a file of the workflow version's folder"),
         "{}",
         text(&out.stdout)
     );
@@ -208,13 +208,6 @@ fn the_case_the_authoring_guide_shows_passes_on_the_example() {
     let case = source.join(CASES).join("from-the-guide");
     std::fs::create_dir_all(&case).unwrap();
     std::fs::write(case.join("case.json"), shown).unwrap();
-    std::fs::copy(
-        source
-            .join(CASES)
-            .join("a-check-sends-it-back/notes-without-owner.md"),
-        case.join("notes-without-owner.md"),
-    )
-    .unwrap();
     let out = test(&source, &[]);
     assert!(
         text(&out.stdout).contains("PASS data-fix@1.0.0 from-the-guide"),

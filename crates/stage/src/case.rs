@@ -52,7 +52,8 @@ pub struct CaseFile {
 pub struct Submission {
     /// The step that must be active.
     pub step: String,
-    /// Output path → a file of the case folder to write there (others: the author's example).
+    /// Output path → the file to write there, relative to the case's folder and inside the
+    /// workflow version's (others: the author's example).
     #[serde(default)]
     pub outputs: BTreeMap<String, String>,
     /// Validators whose report fails this round.
@@ -205,16 +206,15 @@ pub async fn run_case(
         *round += 1;
         let key = (submission.step.clone(), *round);
         for (path, file) in &submission.outputs {
-            let inside = Path::new(file)
-                .components()
-                .all(|c| matches!(c, std::path::Component::Normal(_)));
-            if !inside {
-                return Err(invalid(
+            let from = within_version(&case.dir, file).ok_or_else(|| {
+                invalid(
                     &case.dir.join(CASE_FILE),
-                    format!("{file:?}: name a file inside the case's folder"),
-                ));
-            }
-            let from = case.dir.join(file);
+                    format!(
+                        "{file:?}: name a file of the workflow version's folder, relative to \
+                         the case's (a counter-example: ../../counter-examples/…)"
+                    ),
+                )
+            })?;
             let bytes =
                 rimthan_registry::read_regular_file(&from, rimthan_registry::MAX_FILE_BYTES)
                     .map_err(|e| invalid(&from, e.to_string()))?;
@@ -315,6 +315,26 @@ pub async fn run_case(
         )));
     }
     Ok(None)
+}
+
+/// `file`, relative to the case's folder `dir`, resolved by its words alone; none unless it
+/// stays inside the workflow version's folder (`dir`'s grandparent), so a case reads the
+/// version's own examples and counter-examples and nothing else of the machine.
+fn within_version(dir: &Path, file: &str) -> Option<PathBuf> {
+    use std::path::Component;
+    let version = dir.parent()?.parent()?;
+    let mut resolved = dir.to_path_buf();
+    for part in Path::new(file).components() {
+        match part {
+            Component::Normal(name) => resolved.push(name),
+            Component::ParentDir if resolved != version => {
+                resolved.pop();
+            }
+            Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    (resolved.starts_with(version) && resolved != version).then_some(resolved)
 }
 
 fn listed(set: &BTreeSet<String>) -> String {
