@@ -53,6 +53,18 @@ fn edit_check(source: &Path, from: &str, to: &str) {
     std::fs::write(&path, edited).unwrap();
 }
 
+fn promote_to_stable(registry: &Path, release: &str) -> Output {
+    run(&[
+        "registry",
+        "promote",
+        registry.to_str().unwrap(),
+        "--channel",
+        "stable",
+        "--release",
+        release,
+    ])
+}
+
 /// The `predicate.release` of the provenance statement a staged session left in `project`.
 fn statement_release(project: &Path) -> serde_json::Value {
     use base64::Engine as _;
@@ -154,15 +166,7 @@ fn a_changed_check_is_tried_as_a_draft_and_reaches_a_channel_only_as_the_next_wo
     );
 
     // Never on a channel: neither promoted nor verified in channels.json.
-    let promote = run(&[
-        "registry",
-        "promote",
-        registry.to_str().unwrap(),
-        "--channel",
-        "stable",
-        "--release",
-        "2027.2.0-try",
-    ]);
+    let promote = promote_to_stable(&registry, "2027.2.0-try");
     assert_eq!(promote.status.code(), Some(1));
     assert!(
         text(&promote.stderr).contains("release_is_draft"),
@@ -189,14 +193,6 @@ fn a_changed_check_is_tried_as_a_draft_and_reaches_a_channel_only_as_the_next_wo
     std::fs::write(source.join(CHECK), &original).unwrap();
     let release = build(&source, &registry, &key, "2027.2.0", &[]);
     assert!(release.status.success(), "{}", text(&release.stderr));
-    let promote = run(&[
-        "registry",
-        "promote",
-        registry.to_str().unwrap(),
-        "--channel",
-        "stable",
-        "--release",
-        "2027.2.0",
-    ]);
+    let promote = promote_to_stable(&registry, "2027.2.0");
     assert!(promote.status.success(), "{}", text(&promote.stderr));
 }

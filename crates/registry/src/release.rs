@@ -303,6 +303,14 @@ impl VerifiedRegistry {
         let names: Vec<&str> = self.channels.channels.keys().map(|c| c.as_str()).collect();
         names.join(", ")
     }
+    /// The release ids, comma-separated, or `none`: for messages that list them.
+    pub fn release_list(&self) -> String {
+        if self.releases.is_empty() {
+            return "none".into();
+        }
+        let ids: Vec<&str> = self.releases.keys().map(|r| r.as_str()).collect();
+        ids.join(", ")
+    }
     /// The release a channel points at.
     pub fn channel(&self, name: &ChannelName) -> Option<&Arc<VerifiedRelease>> {
         self.releases.get(self.channels.channels.get(name)?)

@@ -299,12 +299,7 @@ async fn connect_once(
                     return Err(StageError::Registry(
                         rimthan_registry::RegistryError::ReleaseNotFound {
                             release: release.to_string(),
-                            available: registry
-                                .releases()
-                                .keys()
-                                .map(ToString::to_string)
-                                .collect::<Vec<_>>()
-                                .join(", "),
+                            available: registry.release_list(),
                         },
                     ));
                 }

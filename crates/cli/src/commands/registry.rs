@@ -245,12 +245,7 @@ fn promote(args: PromoteArgs) -> anyhow::Result<()> {
 fn release_not_found(registry: &VerifiedRegistry, release: &ReleaseId) -> RegistryError {
     RegistryError::ReleaseNotFound {
         release: release.to_string(),
-        available: registry
-            .releases()
-            .keys()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", "),
+        available: registry.release_list(),
     }
 }
 

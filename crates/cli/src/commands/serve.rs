@@ -463,12 +463,7 @@ impl ServeArgs {
             Serving::Release(release) => registry.release(release).ok_or_else(|| {
                 InputError(format!(
                     "release {release} is not in the registry (releases: {})",
-                    registry
-                        .releases()
-                        .keys()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    registry.release_list()
                 ))
             }),
         }?;
