@@ -281,3 +281,50 @@ fn init_writes_a_happy_path_that_passes_and_never_overwrites() {
         );
     }
 }
+
+/// `registry build` runs the cases as it proves the examples: a failing case publishes nothing,
+/// while a draft is built anyway with the failure shown.
+#[test]
+fn a_failing_case_stops_a_build_but_not_a_draft() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = example_source("checked-workflow", dir.path());
+    let path = source
+        .join(CASES)
+        .join("the-reviewer-sends-it-back")
+        .join("case.json");
+    let json = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, json.replacen(r#""fail": ["fix-reviewer"], "#, "", 1)).unwrap();
+    let key = dir.path().join("author.key");
+    let registry = dir.path().join("registry");
+    let keygen = Command::new(BIN)
+        .args(["registry", "keygen", "--out"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(keygen.status.success());
+    let build = |extra: &[&str]| {
+        Command::new(BIN)
+            .args(["registry", "build"])
+            .arg(&source)
+            .arg("--out")
+            .arg(&registry)
+            .args(["--release", "2027.1.0", "--key"])
+            .arg(&key)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let refused = build(&[]);
+    assert_eq!(refused.status.code(), Some(1));
+    let said = text(&refused.stderr);
+    assert!(
+        said.contains("FAIL data-fix@1.0.0 the-reviewer-sends-it-back")
+            && said.contains("1 of 4 workflow test case(s) failed"),
+        "{said}"
+    );
+    assert!(!registry.join("releases").exists(), "nothing was published");
+    let draft = build(&["--draft"]);
+    assert!(draft.status.success(), "{}", text(&draft.stderr));
+    assert!(text(&draft.stderr).contains("the draft is built anyway"));
+    assert!(registry.join("drafts/2027.1.0/manifest.json").is_file());
+}

@@ -180,6 +180,34 @@ fn build(args: BuildArgs) -> anyhow::Result<()> {
         ))
         .into());
     }
+    // The workflows' test cases hold a release as its examples do: a failing one publishes
+    // nothing. A draft is for finding out, so it is built anyway (`docs/authoring.md` §13).
+    let cases = rimthan_stage::find_cases(&args.src, None)?;
+    let mut passed = None;
+    if !cases.is_empty() {
+        let results = test::run_cases(&args.src, &cases, &built, &mut |case, divergence| {
+            if divergence.is_some() {
+                eprintln!("{}", test::line(case, divergence));
+            }
+        })?;
+        let failed = results.iter().filter(|(_, d)| d.is_some()).count();
+        match (failed, args.draft) {
+            (0, _) => passed = Some(results.len()),
+            (failed, false) => {
+                return Err(InputError(format!(
+                    "{failed} of {} workflow test case(s) failed (above); fix the workflow or \
+                     the case and build again (nothing was published)",
+                    results.len()
+                ))
+                .into());
+            }
+            (failed, true) => eprintln!(
+                "warning: {failed} of {} workflow test case(s) failed (above); the draft is built \
+                 anyway",
+                results.len()
+            ),
+        }
+    }
     publish(&args.out, &built)?;
     if let Some(channel) = &channel {
         set_channel(&args.out, channel, &release)?;
@@ -191,6 +219,9 @@ fn build(args: BuildArgs) -> anyhow::Result<()> {
         built.manifest_sha256,
         key.key_id()
     );
+    if let Some(passed) = passed {
+        println!("{passed} workflow test case(s) passed");
+    }
     if args.draft {
         println!(
             "serve it by name: rimthan serve --registry {} --release {release}",

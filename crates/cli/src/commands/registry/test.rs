@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use rimthan_engine::Serving;
 use rimthan_registry::{
-    Harness, ReleaseId, SigningKey, Version, WorkflowId, build_draft, external_policy, publish,
-    verify_registry,
+    BuiltRelease, Harness, ReleaseId, SigningKey, Version, WorkflowId, build_draft,
+    external_policy, publish, verify_registry,
 };
 use rimthan_stage::{CASE_FILE, Case, TESTS_DIR, Target, find_cases, run_case};
 
@@ -70,41 +70,13 @@ pub(crate) fn test(args: TestArgs) -> anyhow::Result<()> {
         .into());
     }
     // The source as it stands, built as a draft nobody keeps, signed with a key nobody keeps.
-    let work = tempfile::tempdir()?;
-    let registry = work.path().join("registry");
     let release: ReleaseId = "test".parse().expect("a valid release id");
     let built = build_draft(&args.src, &release, &SigningKey::generate()?)?;
-    publish(&registry, &built)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let mut results = Vec::with_capacity(cases.len());
-    for (i, case) in cases.iter().enumerate() {
-        let harness = match case.file.harness {
-            Some(harness) => harness,
-            None => first_pinned(&args.src, case)?,
-        };
-        let target = Target::InProcess {
-            database_url: format!(
-                "sqlite://{}",
-                work.path().join(format!("case-{i}.sqlite")).display()
-            ),
-            registry: Some(registry.clone()),
-            serving: Serving::Release(release.clone()),
-        };
-        let project = work.path().join(format!("case-{i}"));
-        let divergence = match runtime.block_on(run_case(case, harness, target, project)) {
-            Ok(divergence) => divergence,
-            Err(e) => Some(format!("the run stopped: {e}")),
-        };
+    let results = run_cases(&args.src, &cases, &built, &mut |case, divergence| {
         if args.format == Format::Text {
-            match &divergence {
-                None => println!("PASS {}@{} {}", case.workflow, case.version, case.name),
-                Some(d) => println!("FAIL {}@{} {}: {d}", case.workflow, case.version, case.name),
-            }
+            println!("{}", line(case, divergence));
         }
-        results.push((case, divergence));
-    }
+    })?;
     let failed = results.iter().filter(|(_, d)| d.is_some()).count();
     match args.format {
         Format::Text => println!(
@@ -136,6 +108,53 @@ pub(crate) fn test(args: TestArgs) -> anyhow::Result<()> {
         0 => Ok(()),
         failed => Err(CasesFailed(failed).into()),
     }
+}
+
+/// `PASS workflow@version case`, or `FAIL …: divergence`.
+pub(super) fn line(case: &Case, divergence: Option<&str>) -> String {
+    match divergence {
+        None => format!("PASS {}@{} {}", case.workflow, case.version, case.name),
+        Some(d) => format!("FAIL {}@{} {}: {d}", case.workflow, case.version, case.name),
+    }
+}
+
+/// Runs `cases` of `source` against `built` (published into a folder nobody keeps, each case
+/// on a fresh store), calling `each` as a case ends; every case with its divergence, if any.
+pub(super) fn run_cases<'c>(
+    source: &Path,
+    cases: &'c [Case],
+    built: &BuiltRelease,
+    each: &mut dyn FnMut(&Case, Option<&str>),
+) -> anyhow::Result<Vec<(&'c Case, Option<String>)>> {
+    let work = tempfile::tempdir()?;
+    let registry = work.path().join("registry");
+    publish(&registry, built)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let mut results = Vec::with_capacity(cases.len());
+    for (i, case) in cases.iter().enumerate() {
+        let harness = match case.file.harness {
+            Some(harness) => harness,
+            None => first_pinned(source, case)?,
+        };
+        let target = Target::InProcess {
+            database_url: format!(
+                "sqlite://{}",
+                work.path().join(format!("case-{i}.sqlite")).display()
+            ),
+            registry: Some(registry.clone()),
+            serving: Serving::Release(built.release.clone()),
+        };
+        let project = work.path().join(format!("case-{i}"));
+        let divergence = match runtime.block_on(run_case(case, harness, target, project)) {
+            Ok(divergence) => divergence,
+            Err(e) => Some(format!("the run stopped: {e}")),
+        };
+        each(case, divergence.as_deref());
+        results.push((case, divergence));
+    }
+    Ok(results)
 }
 
 /// Writes the happy path of `workflow` as a new case: every step advances on the worked
