@@ -185,7 +185,7 @@ fn build(args: BuildArgs) -> anyhow::Result<()> {
     let cases = rimthan_stage::find_cases(&args.src, None)?;
     let mut passed = None;
     if !cases.is_empty() {
-        let results = test::run_cases(&args.src, &cases, &built, &mut |case, divergence| {
+        let results = test::run_cases(&args.src, &cases, &mut |case, divergence| {
             if divergence.is_some() {
                 eprintln!("{}", test::line(case, divergence));
             }

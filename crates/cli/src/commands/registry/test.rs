@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use rimthan_engine::Serving;
 use rimthan_registry::{
-    BuiltRelease, Harness, ReleaseId, SigningKey, Version, WorkflowId, build_draft,
-    external_policy, publish, verify_registry,
+    Harness, ReleaseId, SigningKey, Version, WorkflowId, build_draft, external_policy, publish,
+    verify_registry,
 };
 use rimthan_stage::{CASE_FILE, Case, TESTS_DIR, Target, find_cases, run_case};
 
@@ -69,10 +69,7 @@ pub(crate) fn test(args: TestArgs) -> anyhow::Result<()> {
         ))
         .into());
     }
-    // The source as it stands, built as a draft nobody keeps, signed with a key nobody keeps.
-    let release: ReleaseId = "test".parse().expect("a valid release id");
-    let built = build_draft(&args.src, &release, &SigningKey::generate()?)?;
-    let results = run_cases(&args.src, &cases, &built, &mut |case, divergence| {
+    let results = run_cases(&args.src, &cases, &mut |case, divergence| {
         if args.format == Format::Text {
             println!("{}", line(case, divergence));
         }
@@ -118,17 +115,20 @@ pub(super) fn line(case: &Case, divergence: Option<&str>) -> String {
     }
 }
 
-/// Runs `cases` of `source` against `built` (published into a folder nobody keeps, each case
-/// on a fresh store), calling `each` as a case ends; every case with its divergence, if any.
+/// Runs `cases` of `source` against the source as it stands, built as a draft into a folder
+/// nobody keeps and signed with a key nobody keeps (so an author's key, or the embedded
+/// default's development key, is never needed), each case on a fresh store; calls `each` as a
+/// case ends, and returns every case with its divergence, if any.
 pub(super) fn run_cases<'c>(
     source: &Path,
     cases: &'c [Case],
-    built: &BuiltRelease,
     each: &mut dyn FnMut(&Case, Option<&str>),
 ) -> anyhow::Result<Vec<(&'c Case, Option<String>)>> {
+    let release: ReleaseId = "test".parse().expect("a valid release id");
+    let built = build_draft(source, &release, &SigningKey::generate()?)?;
     let work = tempfile::tempdir()?;
     let registry = work.path().join("registry");
-    publish(&registry, built)?;
+    publish(&registry, &built)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
