@@ -328,3 +328,42 @@ fn a_failing_case_stops_a_build_but_not_a_draft() {
     assert!(text(&draft.stderr).contains("the draft is built anyway"));
     assert!(registry.join("drafts/2027.1.0/manifest.json").is_file());
 }
+
+/// A case decides sign-offs as people do: a step needing two approvals completes with two, and
+/// waits with one, which a case expecting completion reports.
+#[test]
+fn a_case_decides_a_sign_off_and_one_approval_of_two_is_not_enough() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = example_source("signed-off", dir.path());
+    let cases = source.join("workflows/release-note/1.0.0/tests");
+    let case = |name: &str, approvers: &[&str]| {
+        let decisions: Vec<_> = approvers
+            .iter()
+            .map(|by| serde_json::json!({"by": by, "decide": "approve"}))
+            .collect();
+        let doc = serde_json::json!({"submissions": [
+            {"step": "setup-workspace", "expect": "advanced"},
+            {"step": "draft-plan", "expect": "advanced"},
+            {"step": "write-note", "expect": "awaiting_approval", "decisions": decisions},
+        ], "status": "completed"});
+        std::fs::create_dir_all(cases.join(name)).unwrap();
+        std::fs::write(cases.join(name).join("case.json"), doc.to_string()).unwrap();
+    };
+    case("two-approvals", &["ann", "bob"]);
+    case("one-approval", &["ann"]);
+    let out = test(&source, &[]);
+    let printed = text(&out.stdout);
+    assert!(
+        printed.contains("PASS release-note@1.0.0 two-approvals"),
+        "{printed}{}",
+        text(&out.stderr)
+    );
+    assert!(
+        printed.contains(
+            "FAIL release-note@1.0.0 one-approval: after the last submission: expected status \
+             completed, got awaiting_approval"
+        ),
+        "{printed}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}

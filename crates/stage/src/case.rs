@@ -18,7 +18,12 @@ use std::{
 use rimthan_registry::{Harness, Version, WorkflowId};
 use serde::Deserialize;
 
-use crate::{Script, StageConfig, StageError, StepRecord, Target};
+use rimthan_engine::{
+    SessionId,
+    approval::{Decision, DecisionResult},
+};
+
+use crate::{Script, StageConfig, StageError, StepRecord, Target, client::local_engine};
 
 /// The folder of a workflow version's cases.
 pub const TESTS_DIR: &str = "tests";
@@ -70,6 +75,88 @@ pub struct Submission {
     /// With `rejected`: the codes the server answers.
     #[serde(default)]
     pub codes: Option<BTreeSet<String>>,
+    /// With `awaiting_approval`: what people decide then, in order; the next submission (or
+    /// the case's `status`) says where that leaves the session.
+    #[serde(default)]
+    pub decisions: Vec<DecisionCase>,
+}
+
+/// One sign-off decision, made under an asserted name as `rimthan stage --sign-off-as` makes
+/// it (`docs/operations/facilitator.md`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionCase {
+    /// The approver's name.
+    pub by: String,
+    /// `approve`, `send_back` or `waive`.
+    pub decide: Decide,
+    /// The approval's note (optional), the send-back's note or the waiver's reason.
+    #[serde(default)]
+    pub note: Option<String>,
+    /// A waiver: the failed check, its rule and the output path of its finding.
+    #[serde(default)]
+    pub check: Option<String>,
+    /// A waiver: the rule.
+    #[serde(default)]
+    pub rule: Option<String>,
+    /// A waiver: the output path.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// The code the server refuses the decision with; absent: it must be recorded.
+    #[serde(default)]
+    pub refused: Option<String>,
+}
+
+/// A kind of sign-off decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decide {
+    /// Approve the step.
+    Approve,
+    /// Send it back with a note.
+    SendBack,
+    /// Waive one failed check's finding.
+    Waive,
+}
+
+impl Decide {
+    /// As a case file spells it.
+    fn as_str(self) -> &'static str {
+        match self {
+            Decide::Approve => "approve",
+            Decide::SendBack => "send_back",
+            Decide::Waive => "waive",
+        }
+    }
+}
+
+impl DecisionCase {
+    fn decision(&self, case_file: &Path) -> Result<Decision, StageError> {
+        let need = |field: &Option<String>, name: &str| {
+            field.clone().ok_or_else(|| {
+                invalid(
+                    case_file,
+                    format!("a {} decision names its {name}", self.decide.as_str()),
+                )
+            })
+        };
+        Ok(match self.decide {
+            Decide::Approve => Decision::Approve {
+                note: self.note.clone(),
+            },
+            Decide::SendBack => Decision::SendBack {
+                note: need(&self.note, "note")?,
+            },
+            Decide::Waive => Decision::Waive {
+                check: need(&self.check, "check")?
+                    .parse()
+                    .map_err(|e: rimthan_registry::IdError| invalid(case_file, e.to_string()))?,
+                rule: need(&self.rule, "rule")?,
+                path: need(&self.path, "path")?,
+                reason: need(&self.note, "note (the reason)")?,
+            },
+        })
+    }
 }
 
 /// What must come of a submission.
@@ -199,9 +286,148 @@ pub async fn run_case(
     target: Target,
     project: PathBuf,
 ) -> Result<Option<String>, StageError> {
+    let submissions = &case.file.submissions;
+    let case_file = case.dir.join(CASE_FILE);
+    // One engine for the whole case: the harness's runs and people's decisions share it.
+    let engine = match &target {
+        Target::InProcess {
+            database_url,
+            registry,
+            serving,
+        } => Some(local_engine(database_url, registry.as_deref(), serving).await?),
+        Target::Engine(engine) => Some(engine.clone()),
+        Target::Url { .. } => None,
+    };
+    let target = engine.clone().map_or(target, Target::Engine);
+    // Each submission as the harness saw it, and the refusal codes of a refused one.
+    let mut records: Vec<(StepRecord, Vec<String>)> = Vec::new();
+    let mut status = String::new();
+    let mut start = 0;
+    // The submissions up to one that people decide on run as one `stage` run; the next
+    // resumes from the session file, as a harness does once people have decided.
+    while start < submissions.len() {
+        let end = submissions[start..]
+            .iter()
+            .position(|s| !s.decisions.is_empty())
+            .map_or(submissions.len(), |p| start + p + 1);
+        let segment = &submissions[start..end];
+        let mut config = StageConfig::new(harness, target.clone(), project.clone());
+        config.workflow = Some(case.workflow.clone());
+        config.workflow_version = Some(case.version.clone());
+        config.resume = start > 0;
+        config.stop_after = Some(segment.len());
+        config.script = Some(Arc::new(script(case, segment)?));
+        let before = records.len();
+        let outcome = crate::run(&config, &mut |record, _, _| {
+            records.push((record.clone(), Vec::new()));
+        })
+        .await;
+        let session = match outcome {
+            Ok(summary) => {
+                status = summary.status;
+                Some(summary.session_id)
+            }
+            // A refusal ends the run; it is the outcome of the submission it refused.
+            Err(StageError::Rejected { step, codes, .. }) => {
+                let refused = StepRecord {
+                    step,
+                    outcome: "rejected".to_owned(),
+                    millis: 0,
+                    files: Vec::new(),
+                    sent_back_by: Vec::new(),
+                    to_waive: Vec::new(),
+                };
+                records.push((refused, codes));
+                status = "rejected".to_owned();
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(divergence) = diverges(start, segment, &records[before..]) {
+            return Ok(Some(divergence));
+        }
+        let decisions = &segment
+            .last()
+            .expect("a segment holds a submission")
+            .decisions;
+        let Some(session) = session.filter(|_| records.len() == end) else {
+            break;
+        };
+        if !decisions.is_empty() {
+            let engine = engine.as_deref().ok_or_else(|| {
+                invalid(&case_file, "decisions need a server in this process".into())
+            })?;
+            let id: SessionId = session.parse().map_err(|_| StageError::Protocol {
+                tool: rimthan_mcp::START.into(),
+                detail: format!("session id {session:?} does not parse"),
+            })?;
+            for (k, decision) in decisions.iter().enumerate() {
+                let what = format!(
+                    "submission {end}, decision {} ({} by {})",
+                    k + 1,
+                    decision.decide.as_str(),
+                    decision.by
+                );
+                let (_, result) = crate::decide::decide(
+                    engine,
+                    &id,
+                    decision.decision(&case_file)?,
+                    &decision.by,
+                )
+                .await?;
+                match (result, &decision.refused) {
+                    (DecisionResult::Recorded { status: now, .. }, None) => {
+                        status = now.as_str().to_owned();
+                    }
+                    (DecisionResult::Refused { failure }, Some(code))
+                        if failure.code.as_str() == code => {}
+                    (DecisionResult::Recorded { .. }, Some(code)) => {
+                        return Ok(Some(format!(
+                            "{what}: expected it refused with {code}, but it was recorded"
+                        )));
+                    }
+                    (DecisionResult::Refused { failure }, expected) => {
+                        let expected = match expected {
+                            Some(code) => format!("refused with {code}"),
+                            None => "recorded".to_owned(),
+                        };
+                        return Ok(Some(format!(
+                            "{what}: expected it {expected}, but it was refused with {}: {}",
+                            failure.code.as_str(),
+                            failure.message
+                        )));
+                    }
+                }
+            }
+        }
+        start = end;
+    }
+    if records.len() < submissions.len() {
+        let expected = &submissions[records.len()];
+        return Ok(Some(format!(
+            "submission {}: expected step {} to be submitted, but the session stopped in status \
+             {status} after {} submission(s)",
+            records.len() + 1,
+            expected.step,
+            records.len()
+        )));
+    }
+    if let Some(want) = &case.file.status
+        && *want != status
+    {
+        return Ok(Some(format!(
+            "after the last submission: expected status {want}, got {status}"
+        )));
+    }
+    Ok(None)
+}
+
+/// What the harness does instead in `segment`: rounds count from the segment's start, as a
+/// resumed `stage` run counts them.
+fn script(case: &Case, segment: &[Submission]) -> Result<Script, StageError> {
     let mut script = Script::default();
     let mut rounds: BTreeMap<&str, usize> = BTreeMap::new();
-    for submission in &case.file.submissions {
+    for submission in segment {
         let round = rounds.entry(&submission.step).or_default();
         *round += 1;
         let key = (submission.step.clone(), *round);
@@ -228,50 +454,24 @@ pub async fn run_case(
             script.failing.insert(key, submission.fail.clone());
         }
     }
-    let mut config = StageConfig::new(harness, target, project);
-    config.workflow = Some(case.workflow.clone());
-    config.workflow_version = Some(case.version.clone());
-    config.stop_after = Some(case.file.submissions.len());
-    config.script = Some(Arc::new(script));
-    // Each submission as the harness saw it, and the refusal codes of a refused one.
-    let mut records: Vec<(StepRecord, Vec<String>)> = Vec::new();
-    let outcome = crate::run(&config, &mut |record, _, _| {
-        records.push((record.clone(), Vec::new()));
-    })
-    .await;
-    let status = match outcome {
-        Ok(summary) => summary.status,
-        // A refusal ends the run; it is the outcome of the submission it refused.
-        Err(StageError::Rejected { step, codes, .. }) => {
-            let refused = StepRecord {
-                step,
-                outcome: "rejected".to_owned(),
-                millis: 0,
-                files: Vec::new(),
-                sent_back_by: Vec::new(),
-                to_waive: Vec::new(),
-            };
-            records.push((refused, codes));
-            "rejected".to_owned()
-        }
-        Err(e) => return Err(e),
-    };
-    for (i, expected) in case.file.submissions.iter().enumerate() {
-        let n = i + 1;
-        let Some((record, codes)) = records.get(i) else {
-            return Ok(Some(format!(
-                "submission {n}: expected step {} to be submitted, but the session stopped in \
-                 status {status} after {} submission(s)",
-                expected.step,
-                records.len()
-            )));
-        };
+    Ok(script)
+}
+
+/// The first place where `records` (the runs of `expected`, which begins with submission
+/// `first + 1`) went otherwise than the case says.
+fn diverges(
+    first: usize,
+    expected: &[Submission],
+    records: &[(StepRecord, Vec<String>)],
+) -> Option<String> {
+    for (i, (expected, (record, codes))) in expected.iter().zip(records).enumerate() {
+        let n = first + i + 1;
         let (step, outcome) = (&record.step, &record.outcome);
         if *step != expected.step {
-            return Ok(Some(format!(
+            return Some(format!(
                 "submission {n}: expected step {}, but step {step} was active",
                 expected.step
-            )));
+            ));
         }
         if outcome != expected.expect.recorded() {
             let detail = match outcome.as_str() {
@@ -282,10 +482,10 @@ pub async fn run_case(
                 }
                 _ => String::new(),
             };
-            return Ok(Some(format!(
+            return Some(format!(
                 "submission {n} ({step}): expected {}, got {outcome}{detail}",
                 expected.expect.recorded()
-            )));
+            ));
         }
         for (what, want, got) in [
             (
@@ -299,22 +499,15 @@ pub async fn run_case(
             let Some(want) = want else { continue };
             let got: BTreeSet<String> = got.iter().cloned().collect();
             if got != *want {
-                return Ok(Some(format!(
+                return Some(format!(
                     "submission {n} ({step}): expected {what} {}, got {}",
                     listed(want),
                     listed(&got)
-                )));
+                ));
             }
         }
     }
-    if let Some(want) = &case.file.status
-        && *want != status
-    {
-        return Ok(Some(format!(
-            "after the last submission: expected status {want}, got {status}"
-        )));
-    }
-    Ok(None)
+    None
 }
 
 /// `file`, relative to the case's folder `dir`, resolved by its words alone; none unless it

@@ -226,7 +226,6 @@ pub(crate) async fn connect(target: &Target) -> Result<Client, StageError> {
 async fn connect_once(
     target: &Target,
 ) -> Result<(Running, Option<Arc<rimthan_engine::Engine>>), StageError> {
-    let err = |e: &dyn std::fmt::Display| StageError::Connect(e.to_string());
     match target {
         Target::Url {
             url,
@@ -268,66 +267,82 @@ async fn connect_once(
             }?;
             Ok((running, None))
         }
+        Target::Engine(engine) => Ok((
+            serve_in_process(engine.clone()).await?,
+            Some(engine.clone()),
+        )),
         Target::InProcess {
             database_url,
             registry,
             serving,
         } => {
-            let registry = match registry {
-                None => rimthan_registry::verify_embedded(),
-                Some(dir) => rimthan_registry::RegistryFiles::from_dir(dir)
-                    .and_then(|files| match serving {
-                        Serving::Release(release) => rimthan_registry::with_draft(&files, release),
-                        Serving::Channel(_) => Ok(files),
-                    })
-                    .and_then(|files| {
-                        rimthan_registry::verify_registry(
-                            &files,
-                            &rimthan_registry::external_policy(),
-                        )
-                    }),
-            }
-            .map_err(StageError::Registry)?;
-            match serving {
-                Serving::Channel(channel) if registry.channel(channel).is_none() => {
-                    return Err(StageError::ChannelWithoutRelease {
-                        channel: channel.clone(),
-                        channels: registry.channel_list(),
-                    });
-                }
-                Serving::Release(release) if registry.release(release).is_none() => {
-                    return Err(StageError::Registry(
-                        rimthan_registry::RegistryError::ReleaseNotFound {
-                            release: release.to_string(),
-                            available: registry.release_list(),
-                        },
-                    ));
-                }
-                _ => {}
-            }
-            let store = rimthan_engine::store::open(database_url)
-                .await
-                .map_err(|e| err(&e))?;
-            let releases = Arc::new(rimthan_engine::Releases::serving(registry, serving.clone()));
-            let engine = Arc::new(
-                rimthan_engine::Engine::new(releases, store, None)
-                    .await
-                    .map_err(|e| err(&e))?,
-            );
-            let server = rimthan_mcp::RimthanServer::new(
-                engine.clone(),
-                rimthan_mcp::Profile::WorkflowEngine,
-            );
-            let (server_io, client_io) = tokio::io::duplex(1 << 20);
-            tokio::spawn(async move {
-                if let Ok(running) = server.serve(server_io).await {
-                    let _ = running.waiting().await;
-                }
-            });
-            let running = ().serve(client_io).await.map_err(|e| err(&e))?;
-            Ok((running, Some(engine)))
+            let engine = local_engine(database_url, registry.as_deref(), serving).await?;
+            Ok((serve_in_process(engine.clone()).await?, Some(engine)))
         }
     }
+}
+
+/// An engine on `database_url` serving `registry` (the embedded one when none) as `serving`
+/// says, as `rimthan serve` would start it.
+pub(crate) async fn local_engine(
+    database_url: &str,
+    registry: Option<&std::path::Path>,
+    serving: &Serving,
+) -> Result<Arc<rimthan_engine::Engine>, StageError> {
+    let err = |e: &dyn std::fmt::Display| StageError::Connect(e.to_string());
+    let registry = match registry {
+        None => rimthan_registry::verify_embedded(),
+        Some(dir) => rimthan_registry::RegistryFiles::from_dir(dir)
+            .and_then(|files| match serving {
+                Serving::Release(release) => rimthan_registry::with_draft(&files, release),
+                Serving::Channel(_) => Ok(files),
+            })
+            .and_then(|files| {
+                rimthan_registry::verify_registry(&files, &rimthan_registry::external_policy())
+            }),
+    }
+    .map_err(StageError::Registry)?;
+    match serving {
+        Serving::Channel(channel) if registry.channel(channel).is_none() => {
+            return Err(StageError::ChannelWithoutRelease {
+                channel: channel.clone(),
+                channels: registry.channel_list(),
+            });
+        }
+        Serving::Release(release) if registry.release(release).is_none() => {
+            return Err(StageError::Registry(
+                rimthan_registry::RegistryError::ReleaseNotFound {
+                    release: release.to_string(),
+                    available: registry.release_list(),
+                },
+            ));
+        }
+        _ => {}
+    }
+    let store = rimthan_engine::store::open(database_url)
+        .await
+        .map_err(|e| err(&e))?;
+    let releases = Arc::new(rimthan_engine::Releases::serving(registry, serving.clone()));
+    let engine = Arc::new(
+        rimthan_engine::Engine::new(releases, store, None)
+            .await
+            .map_err(|e| err(&e))?,
+    );
+    Ok(engine)
+}
+
+/// A server in this process on `engine`, and a client connected to it.
+async fn serve_in_process(engine: Arc<rimthan_engine::Engine>) -> Result<Running, StageError> {
+    let server = rimthan_mcp::RimthanServer::new(engine, rimthan_mcp::Profile::WorkflowEngine);
+    let (server_io, client_io) = tokio::io::duplex(1 << 20);
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve(server_io).await {
+            let _ = running.waiting().await;
+        }
+    });
+    ().serve(client_io)
+        .await
+        .map_err(|e| StageError::Connect(e.to_string()))
 }
 
 /// The server must call itself a rimthan workflow engine and offer exactly the four tools.

@@ -514,7 +514,6 @@ async fn sign_off(
     payload: &Value,
     name: &str,
 ) -> Result<String, StageError> {
-    use rimthan_engine::approval::{Approver, Decision, DecisionRequest, DecisionResult};
     let tool = rimthan_mcp::ACTIVE_STEP;
     let id: rimthan_engine::SessionId =
         str_field(payload, tool, "session_id")?
@@ -523,51 +522,22 @@ async fn sign_off(
                 tool: tool.into(),
                 detail: "the session id does not parse".into(),
             })?;
-    let session = engine
-        .store()
-        .load_session(&id)
-        .await
-        .map_err(|e| StageError::Connect(e.to_string()))?;
-    let Some((session, pending)) =
-        session.and_then(|s| s.approval.clone().map(|pending| (s, pending)))
-    else {
-        return Err(StageError::Protocol {
-            tool: tool.into(),
-            detail: "the session waits for no sign-off".into(),
-        });
-    };
-    let step = pending.step.to_string();
-    let request = DecisionRequest {
-        session: id,
-        step: pending.step.clone(),
-        revision: session.revision,
-        expected: pending
-            .outputs
-            .iter()
-            .map(|(path, output)| (path.clone(), output.sha256))
-            .collect(),
-        decision: Decision::Approve {
-            note: Some("signed off at the machine with rimthan stage --sign-off-as".into()),
-        },
-    };
-    let Some(approver) = Approver::asserted(name) else {
-        return Err(StageError::SignOffRefused {
-            step,
-            code: "invalid_arguments".into(),
-            message: "the name to sign off under is empty, too long or holds a control character"
-                .into(),
-        });
-    };
-    match engine
-        .decide(request, &approver)
-        .await
-        .map_err(|e| StageError::Connect(e.to_string()))?
-    {
-        DecisionResult::Recorded { .. } => Ok(step),
-        DecisionResult::Refused { failure } => Err(StageError::SignOffRefused {
-            step,
-            code: failure.code.as_str().to_owned(),
-            message: failure.message,
-        }),
+    let note = "signed off at the machine with rimthan stage --sign-off-as".to_owned();
+    let (step, result) = crate::decide::decide(
+        engine,
+        &id,
+        rimthan_engine::approval::Decision::Approve { note: Some(note) },
+        name,
+    )
+    .await?;
+    match result {
+        rimthan_engine::approval::DecisionResult::Recorded { .. } => Ok(step),
+        rimthan_engine::approval::DecisionResult::Refused { failure } => {
+            Err(StageError::SignOffRefused {
+                step,
+                code: failure.code.as_str().to_owned(),
+                message: failure.message,
+            })
+        }
     }
 }

@@ -17,6 +17,7 @@
 mod case;
 mod client;
 mod content;
+mod decide;
 mod drive;
 mod fault;
 mod project;
@@ -199,6 +200,9 @@ pub enum Target {
         /// A bearer token, when the server authenticates callers.
         token: Option<String>,
     },
+    /// A server started in this process on an engine the caller holds (`rimthan registry
+    /// test` decides sign-offs on it between runs).
+    Engine(std::sync::Arc<rimthan_engine::Engine>),
     /// A server started in this process.
     InProcess {
         /// Its store.

@@ -245,7 +245,7 @@ impl StageArgs {
                 }
                 // Nobody is authenticated in-process, so nobody can tell an approver from the
                 // participant (docs/operations/facilitator.md §5).
-                Target::InProcess { .. } => {
+                Target::InProcess { .. } | Target::Engine(_) => {
                     eprintln!(
                         "the in-process server authenticates no one: sign off at this machine \
                          with --resume --sign-off-as NAME (recorded as asserted), or stage \
