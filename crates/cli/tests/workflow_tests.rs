@@ -367,3 +367,64 @@ fn a_case_decides_a_sign_off_and_one_approval_of_two_is_not_enough() {
     );
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// A case moves the clock: a sign-off that expires sends the step back (`on_expiry:
+/// send_back`), and a missed deadline ends the session (`on_expiry: fail`), as the server's
+/// timers do at that time (`crates/engine/tests/data/timed/`).
+#[test]
+fn a_case_waits_for_timers_an_expiry_sends_back_and_a_missed_deadline_ends_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    common::copy_tree(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/data/timed"),
+        &source,
+    );
+    let write = |version: &str, name: &str, doc: serde_json::Value| {
+        let case = source
+            .join("workflows/release-note")
+            .join(version)
+            .join("tests")
+            .join(name);
+        std::fs::create_dir_all(&case).unwrap();
+        std::fs::write(case.join("case.json"), doc.to_string()).unwrap();
+    };
+    write(
+        "1.0.0",
+        "the-sign-off-expires",
+        serde_json::json!({"submissions": [
+            {"step": "setup-workspace", "expect": "advanced"},
+            {"step": "draft-plan", "expect": "advanced"},
+            {"step": "write-note", "expect": "awaiting_approval", "wait": "P3DT1H"},
+            {"step": "write-note", "expect": "awaiting_approval"},
+        ], "status": "awaiting_approval"}),
+    );
+    write(
+        "1.1.0",
+        "the-deadline-passes",
+        serde_json::json!({"submissions": [
+            {"step": "setup-workspace", "expect": "advanced", "wait": "P2DT1H"},
+        ], "status": "expired"}),
+    );
+    write(
+        "1.1.0",
+        "the-deadline-has-not-passed",
+        serde_json::json!({"submissions": [
+            {"step": "setup-workspace", "expect": "advanced", "wait": "P1D"},
+        ], "status": "expired"}),
+    );
+    let out = test(&source, &[]);
+    let printed = text(&out.stdout);
+    for pass in [
+        "PASS release-note@1.0.0 the-sign-off-expires",
+        "PASS release-note@1.1.0 the-deadline-passes",
+    ] {
+        assert!(printed.contains(pass), "{printed}{}", text(&out.stderr));
+    }
+    assert!(
+        printed.contains(
+            "FAIL release-note@1.1.0 the-deadline-has-not-passed: after the last submission: \
+             expected status expired, got active"
+        ),
+        "{printed}"
+    );
+}

@@ -79,6 +79,10 @@ pub struct Submission {
     /// the case's `status`) says where that leaves the session.
     #[serde(default)]
     pub decisions: Vec<DecisionCase>,
+    /// Then the case's clock moves on this long (ISO 8601, `PT25H`, `P3D`) and the server fires
+    /// every timer that came due: a reminder, a sign-off's expiry, a step's deadline.
+    #[serde(default)]
+    pub wait: Option<rimthan_registry::IsoDuration>,
 }
 
 /// One sign-off decision, made under an asserted name as `rimthan stage --sign-off-as` makes
@@ -303,12 +307,15 @@ pub async fn run_case(
     let mut records: Vec<(StepRecord, Vec<String>)> = Vec::new();
     let mut status = String::new();
     let mut start = 0;
-    // The submissions up to one that people decide on run as one `stage` run; the next
-    // resumes from the session file, as a harness does once people have decided.
+    // The case's clock: how far past the real time the waits have moved it.
+    let mut waited = 0u64;
+    // The submissions up to one that people decide on, or after which the clock moves, run as
+    // one `stage` run; the next resumes from the session file, as a harness does once people
+    // have decided or time has passed.
     while start < submissions.len() {
         let end = submissions[start..]
             .iter()
-            .position(|s| !s.decisions.is_empty())
+            .position(|s| !s.decisions.is_empty() || s.wait.is_some())
             .map_or(submissions.len(), |p| start + p + 1);
         let segment = &submissions[start..end];
         let mut config = StageConfig::new(harness, target.clone(), project.clone());
@@ -346,58 +353,75 @@ pub async fn run_case(
         if let Some(divergence) = diverges(start, segment, &records[before..]) {
             return Ok(Some(divergence));
         }
-        let decisions = &segment
-            .last()
-            .expect("a segment holds a submission")
-            .decisions;
+        let last = segment.last().expect("a segment holds a submission");
         let Some(session) = session.filter(|_| records.len() == end) else {
             break;
         };
-        if !decisions.is_empty() {
-            let engine = engine.as_deref().ok_or_else(|| {
-                invalid(&case_file, "decisions need a server in this process".into())
-            })?;
-            let id: SessionId = session.parse().map_err(|_| StageError::Protocol {
-                tool: rimthan_mcp::START.into(),
-                detail: format!("session id {session:?} does not parse"),
-            })?;
-            for (k, decision) in decisions.iter().enumerate() {
-                let what = format!(
-                    "submission {end}, decision {} ({} by {})",
-                    k + 1,
-                    decision.decide.as_str(),
-                    decision.by
-                );
-                let (_, result) = crate::decide::decide(
-                    engine,
-                    &id,
-                    decision.decision(&case_file)?,
-                    &decision.by,
-                )
-                .await?;
-                match (result, &decision.refused) {
-                    (DecisionResult::Recorded { status: now, .. }, None) => {
-                        status = now.as_str().to_owned();
-                    }
-                    (DecisionResult::Refused { failure }, Some(code))
-                        if failure.code.as_str() == code => {}
-                    (DecisionResult::Recorded { .. }, Some(code)) => {
-                        return Ok(Some(format!(
-                            "{what}: expected it refused with {code}, but it was recorded"
-                        )));
-                    }
-                    (DecisionResult::Refused { failure }, expected) => {
-                        let expected = match expected {
-                            Some(code) => format!("refused with {code}"),
-                            None => "recorded".to_owned(),
-                        };
-                        return Ok(Some(format!(
-                            "{what}: expected it {expected}, but it was refused with {}: {}",
-                            failure.code.as_str(),
-                            failure.message
-                        )));
-                    }
+        if last.decisions.is_empty() && last.wait.is_none() {
+            start = end;
+            continue;
+        }
+        let engine = engine.as_deref().ok_or_else(|| {
+            invalid(
+                &case_file,
+                "decisions and waits need a server in this process".into(),
+            )
+        })?;
+        let id: SessionId = session.parse().map_err(|_| StageError::Protocol {
+            tool: rimthan_mcp::START.into(),
+            detail: format!("session id {session:?} does not parse"),
+        })?;
+        let decisions = &last.decisions;
+        for (k, decision) in decisions.iter().enumerate() {
+            let what = format!(
+                "submission {end}, decision {} ({} by {})",
+                k + 1,
+                decision.decide.as_str(),
+                decision.by
+            );
+            let (_, result) =
+                crate::decide::decide(engine, &id, decision.decision(&case_file)?, &decision.by)
+                    .await?;
+            match (result, &decision.refused) {
+                (DecisionResult::Recorded { status: now, .. }, None) => {
+                    status = now.as_str().to_owned();
                 }
+                (DecisionResult::Refused { failure }, Some(code))
+                    if failure.code.as_str() == code => {}
+                (DecisionResult::Recorded { .. }, Some(code)) => {
+                    return Ok(Some(format!(
+                        "{what}: expected it refused with {code}, but it was recorded"
+                    )));
+                }
+                (DecisionResult::Refused { failure }, expected) => {
+                    let expected = match expected {
+                        Some(code) => format!("refused with {code}"),
+                        None => "recorded".to_owned(),
+                    };
+                    return Ok(Some(format!(
+                        "{what}: expected it {expected}, but it was refused with {}: {}",
+                        failure.code.as_str(),
+                        failure.message
+                    )));
+                }
+            }
+        }
+        if let Some(wait) = last.wait {
+            waited += wait.seconds();
+            let now = time::OffsetDateTime::now_utc()
+                + time::Duration::seconds(i64::try_from(waited).unwrap_or(i64::MAX));
+            let now = now
+                .format(&time::format_description::well_known::Rfc3339)
+                .expect("UTC times format");
+            let store_error = |e: &dyn std::fmt::Display| StageError::Connect(e.to_string());
+            engine.fire_due(&now).await.map_err(|e| store_error(&e))?;
+            let stored = engine
+                .store()
+                .load_session(&id)
+                .await
+                .map_err(|e| store_error(&e))?;
+            if let Some(stored) = stored {
+                status = stored.status.as_str().to_owned();
             }
         }
         start = end;
