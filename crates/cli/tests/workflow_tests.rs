@@ -428,3 +428,44 @@ fn a_case_waits_for_timers_an_expiry_sends_back_and_a_missed_deadline_ends_the_s
         "{printed}"
     );
 }
+
+/// A refusal is an outcome a case can expect, with its codes: notes over the output's
+/// `max_bytes` are refused when the step is prepared, and a case expecting other codes fails.
+#[test]
+fn a_case_expects_a_refusal_with_its_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = example_source("checked-workflow", dir.path());
+    let case = source.join(CASES).join("notes-too-long");
+    std::fs::create_dir_all(&case).unwrap();
+    let mut notes = String::from("# Backfill\n\n");
+    while notes.len() <= 65536 {
+        notes.push_str("A line of notes nobody needed.\n");
+    }
+    std::fs::write(case.join("notes.md"), notes).unwrap();
+    let doc = |codes: &[&str]| {
+        serde_json::json!({"submissions": [
+            {"step": "setup-workspace", "expect": "advanced"},
+            {"step": "write-fix", "outputs": {"fix/notes.md": "notes.md"},
+             "expect": "rejected", "codes": codes},
+        ], "status": "rejected"})
+        .to_string()
+    };
+    std::fs::write(case.join("case.json"), doc(&["max_bytes_exceeded"])).unwrap();
+    let out = test(&source, &["--workflow", "data-fix"]);
+    assert!(
+        text(&out.stdout).contains("PASS data-fix@1.0.0 notes-too-long"),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    std::fs::write(case.join("case.json"), doc(&["output_text_mismatch"])).unwrap();
+    let out = test(&source, &["--workflow", "data-fix"]);
+    assert!(
+        text(&out.stdout).contains(
+            "FAIL data-fix@1.0.0 notes-too-long: submission 2 (write-fix): expected codes \
+             output_text_mismatch, got max_bytes_exceeded"
+        ),
+        "{}",
+        text(&out.stdout)
+    );
+}
