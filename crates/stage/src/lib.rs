@@ -30,7 +30,10 @@ use rimthan_registry::{ChannelName, Harness, HostCapability, RegistryError, Vers
 
 use crate::client::connect;
 pub use crate::{
-    case::{CASE_FILE, Case, CaseFile, Expect, Submission, TESTS_DIR, find_cases, run_case},
+    case::{
+        CASE_FILE, Case, CaseFile, Decide, DecisionCase, Expect, Submission, TESTS_DIR, find_cases,
+        run_case,
+    },
     fault::Fault,
     project::{Project, ReadBack},
 };
