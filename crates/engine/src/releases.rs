@@ -2,7 +2,10 @@
 
 use std::sync::{Arc, RwLock};
 
-use rimthan_registry::{ChannelName, ReleaseId, VerifiedRegistry, VerifiedRelease};
+use rimthan_registry::{
+    ChannelName, RegistryError, RegistryFiles, ReleaseId, VerifiedRegistry, VerifiedRelease,
+    with_draft,
+};
 
 /// What new sessions start from when they name neither a release nor a channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -11,6 +14,17 @@ pub enum Serving {
     Channel(ChannelName),
     /// One release the operator named (`serve --release`): a draft is served only this way.
     Release(ReleaseId),
+}
+
+impl Serving {
+    /// A registry folder's files as a server serving this reads them: a release named by id
+    /// may be a draft, read in its place (`with_draft`); a channel never names one.
+    pub fn files(&self, files: RegistryFiles) -> Result<RegistryFiles, RegistryError> {
+        match self {
+            Serving::Release(release) => with_draft(&files, release),
+            Serving::Channel(_) => Ok(files),
+        }
+    }
 }
 
 impl std::fmt::Display for Serving {

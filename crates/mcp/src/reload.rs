@@ -7,10 +7,8 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use rimthan_engine::Serving;
 use rimthan_registry::{
     RegistryError, RegistryFiles, Sha256Digest, VerifiedRegistry, external_policy, verify_registry,
-    with_draft,
 };
 
 use crate::server::RimthanServer;
@@ -92,10 +90,9 @@ impl Reloader {
 
     fn load(&self) -> Result<VerifiedRegistry, ReloadError> {
         let releases = self.server.engine().releases();
-        let mut files = RegistryFiles::from_dir(&self.dir)?;
-        if let Serving::Release(release) = releases.served() {
-            files = with_draft(&files, release)?;
-        }
+        let files = releases
+            .served()
+            .files(RegistryFiles::from_dir(&self.dir)?)?;
         let registry = verify_registry(&files, &external_policy())?;
         if releases.active(&registry).is_none() {
             return Err(ReloadError::NoActiveRelease(releases.served().to_string()));

@@ -293,10 +293,7 @@ pub(crate) async fn local_engine(
     let registry = match registry {
         None => rimthan_registry::verify_embedded(),
         Some(dir) => rimthan_registry::RegistryFiles::from_dir(dir)
-            .and_then(|files| match serving {
-                Serving::Release(release) => rimthan_registry::with_draft(&files, release),
-                Serving::Channel(_) => Ok(files),
-            })
+            .and_then(|files| serving.files(files))
             .and_then(|files| {
                 rimthan_registry::verify_registry(&files, &rimthan_registry::external_policy())
             }),

@@ -17,9 +17,7 @@ use rimthan_mcp::{
     http::{self, HttpConfig, MCP_PATH},
     oidc::OidcProvider,
 };
-use rimthan_registry::{
-    RegistryFiles, external_policy, verify_embedded, verify_registry, with_draft,
-};
+use rimthan_registry::{RegistryFiles, external_policy, verify_embedded, verify_registry};
 
 use super::InputError;
 
@@ -441,15 +439,12 @@ impl ServeArgs {
                     .map_err(|e: rimthan_registry::IdError| InputError(e.to_string()))?,
             ),
         };
-        let registry = match (&self.registry, &serving) {
-            (None, _) => verify_embedded()?,
-            (Some(dir), Serving::Release(release)) => verify_registry(
-                &with_draft(&RegistryFiles::from_dir(dir)?, release)?,
+        let registry = match &self.registry {
+            None => verify_embedded()?,
+            Some(dir) => verify_registry(
+                &serving.files(RegistryFiles::from_dir(dir)?)?,
                 &external_policy(),
             )?,
-            (Some(dir), Serving::Channel(_)) => {
-                verify_registry(&RegistryFiles::from_dir(dir)?, &external_policy())?
-            }
         };
         let active = match &serving {
             Serving::Channel(channel) => registry.channel(channel).ok_or_else(|| {
