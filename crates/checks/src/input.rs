@@ -76,6 +76,11 @@ impl<'a> Input<'a> {
         self.name
     }
 
+    /// Its bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
     /// The format it is parsed with.
     pub fn format(&self) -> Format {
         self.format

@@ -45,7 +45,8 @@ pub mod provenance {
 }
 
 pub use engine::{
-    ACTIVE_STEP_CACHE_BOUNDS, Engine, MAX_WAITING_LISTED, TIMER_BATCH, TimersFired, Waiting,
+    ACTIVE_STEP_CACHE_BOUNDS, Engine, MAX_WAITING_LISTED, TIMER_BATCH, TRACE_TARGET, TimersFired,
+    Waiting,
 };
 pub use error::EngineError;
 pub use model::audit::{AuditCheck, AuditDecision, AuditEntry, Judgement, Operation, Outcome};

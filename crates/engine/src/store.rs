@@ -117,6 +117,9 @@ pub const PRUNE_BATCH: i64 = 10_000;
 /// Storage for sessions, the audit log and server secrets.
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
+    /// The database behind the store, as OpenTelemetry's `db.system.name` spells it.
+    fn system(&self) -> &'static str;
+
     /// Returns the secret called `name`, storing `generated` first if there is none yet. Of two
     /// racing first calls, both get the same stored value.
     async fn secret(&self, name: &str, generated: Vec<u8>) -> Result<Vec<u8>, StoreError>;

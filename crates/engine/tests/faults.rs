@@ -56,6 +56,9 @@ impl FailingStore {
 
 #[async_trait]
 impl Store for FailingStore {
+    fn system(&self) -> &'static str {
+        self.inner.system()
+    }
     async fn secret(&self, name: &str, generated: Vec<u8>) -> Result<Vec<u8>, StoreError> {
         self.check("secret")?;
         self.inner.secret(name, generated).await

@@ -29,6 +29,7 @@ use crate::{
     framing,
     server::RimthanServer,
     sessions::BoundedSessionManager,
+    traced::Transport,
 };
 
 const REQUEST_ID: &str = "x-request-id";
@@ -197,8 +198,9 @@ pub fn router(server: RimthanServer, config: &HttpConfig, cancel: CancellationTo
         .with_json_response(!config.legacy_sessions)
         .with_cancellation_token(cancel);
     let factory = server.clone();
+    let sessions = config.legacy_sessions;
     let mcp = StreamableHttpService::new(
-        move || Ok(factory.clone()),
+        move || Ok(factory.clone().over(Transport::Tcp, sessions)),
         Arc::new(BoundedSessionManager::new(config.max_sessions)),
         mcp_config,
     );

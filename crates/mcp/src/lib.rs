@@ -30,8 +30,10 @@ pub mod report;
 mod server;
 mod sessions;
 pub mod tasks;
+pub mod telemetry;
 pub mod throttle;
 mod tools;
+mod traced;
 pub mod webhooks;
 
 pub use catalogue::{MAX_URI_BYTES, META_CACHE_SCOPE, PAGE_SIZE, TTL_IMMUTABLE_MS, TTL_MOVING_MS};
@@ -40,3 +42,4 @@ pub use profile::Profile;
 pub use prompts::{LEGACY_PROMPT, START_PROMPT};
 pub use server::{RimthanServer, SERVER_NAME};
 pub use tools::{ACTIVE_STEP, PREPARE, START, SUBMIT, WorkflowTool};
+pub use traced::Transport;

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use opentelemetry::KeyValue;
 use rimthan_engine::cache::CacheStats;
 
 use prometheus_client::{
@@ -19,6 +20,11 @@ use prometheus_client::{
 /// Histogram bucket bounds, in seconds.
 const BUCKETS: [f64; 11] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+/// Session duration bucket bounds, in seconds: a session lasts seconds to hours.
+const SESSION_BUCKETS: [f64; 9] = [
+    1.0, 10.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 14400.0, 86400.0,
 ];
 
 /// The `Content-Type` of [`Metrics::render`]'s page.
@@ -55,6 +61,70 @@ struct ReleaseLabels {
 
 type Latency = Family<ToolLabel, Histogram, fn() -> Histogram>;
 
+/// The attributes of `mcp.server.operation.duration`, spelled as Prometheus spells
+/// OpenTelemetry's (dots become underscores); an attribute that does not apply is empty.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabels {
+    mcp_method_name: &'static str,
+    gen_ai_tool_name: &'static str,
+    error_type: String,
+    mcp_protocol_version: String,
+    network_transport: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SessionLabels {
+    mcp_protocol_version: String,
+    network_transport: &'static str,
+}
+
+/// The MCP semantic conventions' two histograms, in seconds, with the same buckets on both
+/// exports: Prometheus's (`/metrics`) and OpenTelemetry's (the global meter, a no-op unless
+/// export is on, `crate::telemetry`).
+#[derive(Debug)]
+struct McpDurations {
+    operations: Family<OperationLabels, Histogram, fn() -> Histogram>,
+    sessions: Family<SessionLabels, Histogram, fn() -> Histogram>,
+    otel_operations: opentelemetry::metrics::Histogram<f64>,
+    otel_sessions: opentelemetry::metrics::Histogram<f64>,
+}
+
+impl McpDurations {
+    fn register(registry: &mut Registry) -> Self {
+        let operations: Family<OperationLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(|| Histogram::new(BUCKETS));
+        registry.register(
+            "mcp_server_operation_duration_seconds",
+            "MCP request duration as the server saw it, from receipt to answer",
+            operations.clone(),
+        );
+        let sessions: Family<SessionLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(|| Histogram::new(SESSION_BUCKETS));
+        registry.register(
+            "mcp_server_session_duration_seconds",
+            "MCP session duration as the server saw it (stdio, and 2025-11-25 HTTP sessions)",
+            sessions.clone(),
+        );
+        let meter = opentelemetry::global::meter("rimthan");
+        Self {
+            operations,
+            sessions,
+            otel_operations: meter
+                .f64_histogram("mcp.server.operation.duration")
+                .with_unit("s")
+                .with_description("MCP request duration as the server saw it")
+                .with_boundaries(BUCKETS.to_vec())
+                .build(),
+            otel_sessions: meter
+                .f64_histogram("mcp.server.session.duration")
+                .with_unit("s")
+                .with_description("MCP session duration as the server saw it")
+                .with_boundaries(SESSION_BUCKETS.to_vec())
+                .build(),
+        }
+    }
+}
+
 /// Process-wide counters, rendered on `/metrics`.
 #[derive(Debug)]
 pub struct Metrics {
@@ -67,6 +137,7 @@ pub struct Metrics {
     task_failures: Family<TaskLabel, Counter>,
     timers_fired: Counter,
     deliveries: Family<OutcomeLabel, Counter>,
+    mcp: McpDurations,
 }
 
 /// A webhook attempt's end.
@@ -149,7 +220,9 @@ impl Default for Metrics {
             "Webhook attempts by how they ended: delivered, retried, failed (given up on)",
             deliveries.clone(),
         );
+        let mcp = McpDurations::register(&mut registry);
         Self {
+            mcp,
             deliveries,
             registry,
             calls,
@@ -182,6 +255,62 @@ impl Metrics {
         self.latency
             .get_or_create(&ToolLabel { tool })
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// Times one MCP request: `method` and `tool` as [`crate::Traced`] bounds them, `error` its
+    /// `error.type`, `version` the protocol revision (empty when none was agreed).
+    pub(crate) fn operation(
+        &self,
+        method: &'static str,
+        tool: Option<&'static str>,
+        error: Option<&str>,
+        version: &str,
+        transport: &'static str,
+        elapsed: Duration,
+    ) {
+        let seconds = elapsed.as_secs_f64();
+        self.mcp
+            .operations
+            .get_or_create(&OperationLabels {
+                mcp_method_name: method,
+                gen_ai_tool_name: tool.unwrap_or_default(),
+                error_type: error.unwrap_or_default().to_owned(),
+                mcp_protocol_version: version.to_owned(),
+                network_transport: transport,
+            })
+            .observe(seconds);
+        let mut attributes = Vec::with_capacity(5);
+        attributes.push(KeyValue::new("mcp.method.name", method));
+        attributes.push(KeyValue::new("network.transport", transport));
+        if let Some(tool) = tool {
+            attributes.push(KeyValue::new("gen_ai.tool.name", tool));
+        }
+        if let Some(error) = error {
+            attributes.push(KeyValue::new("error.type", error.to_owned()));
+        }
+        if !version.is_empty() {
+            attributes.push(KeyValue::new("mcp.protocol.version", version.to_owned()));
+        }
+        self.mcp.otel_operations.record(seconds, &attributes);
+    }
+
+    /// Times one MCP session, from its `initialize` until its service ended.
+    pub(crate) fn session_ended(&self, version: &str, transport: &'static str, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        self.mcp
+            .sessions
+            .get_or_create(&SessionLabels {
+                mcp_protocol_version: version.to_owned(),
+                network_transport: transport,
+            })
+            .observe(seconds);
+        self.mcp.otel_sessions.record(
+            seconds,
+            &[
+                KeyValue::new("mcp.protocol.version", version.to_owned()),
+                KeyValue::new("network.transport", transport),
+            ],
+        );
     }
 
     /// Counts a store failure.
@@ -245,6 +374,13 @@ impl Metrics {
             "rimthan_check_runs",
             "Deterministic check runs: once per check per preparation",
             check_runs,
+        );
+        let dropped: Counter = Counter::default();
+        dropped.inc_by(crate::telemetry::SPANS_DROPPED.load(std::sync::atomic::Ordering::Relaxed));
+        now.register(
+            "rimthan_otlp_spans_dropped",
+            "Spans not exported: the queue was full or the collector refused or did not answer",
+            dropped,
         );
         let throttled: Counter = Counter::default();
         throttled.inc_by(gauges.throttled);

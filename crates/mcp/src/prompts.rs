@@ -17,6 +17,13 @@ tools. List the resources to find a schema, read it, and validate documents agai
 a workflow step by step, connect to a server with the workflow-engine profile.";
 
 /// `prompts/list`.
+/// The name of a prompt this server has, as a constant; none for any other name.
+pub(crate) fn known(name: &str) -> Option<&'static str> {
+    [START_PROMPT, LEGACY_PROMPT]
+        .into_iter()
+        .find(|known| *known == name)
+}
+
 pub(crate) fn list(profile: Profile) -> ListPromptsResult {
     let prompt = match profile {
         Profile::WorkflowEngine => Prompt::new(

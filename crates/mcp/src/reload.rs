@@ -40,6 +40,18 @@ pub enum ReloadError {
     },
 }
 
+impl ReloadError {
+    /// The stable code: the registry's own for a folder that does not verify.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ReloadError::Registry(e) => e.code(),
+            ReloadError::NoActiveRelease(_) => "no_active_release",
+            ReloadError::ReleaseRemoved(_) => "release_removed",
+            ReloadError::ReleaseRewritten { .. } => "release_rewritten",
+        }
+    }
+}
+
 /// Watches one registry folder for a server.
 #[derive(Debug)]
 pub struct Reloader {
@@ -119,17 +131,30 @@ impl Reloader {
         if !force && fingerprint == self.fingerprint {
             return Ok(false);
         }
+        let span = tracing::debug_span!(
+            target: rimthan_engine::TRACE_TARGET,
+            "registry.reload",
+            rimthan.release = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let _entered = span.enter();
         match self.load() {
             Ok(registry) => {
                 // Remembered only on success, so a refused folder is retried every interval.
                 self.fingerprint = fingerprint;
                 let releases = self.server.engine().releases();
                 let active = releases.active(&registry).map(|r| r.id().to_string());
+                if let Some(active) = &active {
+                    span.record("rimthan.release", active.as_str());
+                }
                 releases.replace(registry);
                 tracing::info!(release = ?active, "registry reloaded");
                 Ok(true)
             }
             Err(e) => {
+                span.record("error.type", e.code());
+                span.record("otel.status_code", "ERROR");
                 let rewritten = matches!(e, ReloadError::ReleaseRewritten { .. });
                 self.server.metrics().registry_reload_failure(rewritten);
                 tracing::error!(error = %e, "registry reload refused; still serving the previous registry");

@@ -7,9 +7,9 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
-        Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-        ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-        ServerCapabilities, ServerConfig, Tool,
+        Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+        ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
     },
     service::RequestContext,
 };
@@ -23,6 +23,7 @@ use crate::{
     prompts,
     read_cache::ReadCache,
     tools,
+    traced::{self, Call, Reach, Transport},
 };
 
 /// The server's name in `serverInfo`.
@@ -37,6 +38,7 @@ pub struct RimthanServer {
     entrypoints: Entrypoints,
     listings: catalogue::Listings,
     reads: Arc<ReadCache>,
+    reach: Reach,
 }
 
 impl RimthanServer {
@@ -49,7 +51,27 @@ impl RimthanServer {
             entrypoints: Entrypoints::default(),
             listings: catalogue::Listings::default(),
             reads: Arc::default(),
+            reach: Reach::default(),
         }
+    }
+
+    /// This server as one instance reached over `transport` (`docs/operations/tracing.md`):
+    /// `sessions` when the instance serves one MCP session from its `initialize` on (stdio, and
+    /// each 2025-11-25 HTTP session), so its life is timed as a session's.
+    pub fn over(mut self, transport: Transport, sessions: bool) -> Self {
+        self.reach = Reach::new(transport, sessions, &self.metrics);
+        self
+    }
+
+    /// Serves one request in its span, timed (`crate::traced`).
+    async fn observe<T>(
+        &self,
+        call: Call<'_>,
+        context: &RequestContext<RoleServer>,
+        refused: impl FnOnce(&T) -> Option<String>,
+        served: impl Future<Output = Result<T, ErrorData>>,
+    ) -> Result<T, ErrorData> {
+        traced::observe(&self.metrics, &self.reach, call, context, refused, served).await
     }
 
     /// The engine.
@@ -134,6 +156,11 @@ impl RimthanServer {
     }
 }
 
+/// A handler's answer that is never a refusal.
+fn never<T>(_: &T) -> Option<String> {
+    None
+}
+
 /// The authenticated caller, when an HTTP layer put one on the request.
 fn principal(context: &RequestContext<RoleServer>) -> Option<Principal> {
     context
@@ -175,22 +202,39 @@ impl ServerHandler for RimthanServer {
             .with_instructions(&*instructions)
     }
 
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        self.observe(Call::method("initialize"), &context, never, async {
+            context.peer.set_peer_info(request.clone());
+            let result = self.negotiate_initialize(&request)?;
+            self.reach.session_began(&result.protocol_version);
+            Ok(result)
+        })
+        .await
+    }
+
     async fn list_tools(
         &self,
         _: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools: Vec<Tool> = match self.profile {
-            Profile::WorkflowEngine => tools::list(),
-            Profile::Legacy => Vec::new(),
-        };
-        let list = ListToolsResult::with_all_items(tools);
-        Ok(if speaks_cache_hints(&context) {
-            list.with_ttl_ms(catalogue::TTL_MOVING_MS)
-                .with_cache_scope(rmcp::model::CacheScope::Private)
-        } else {
-            list
+        self.observe(Call::method("tools/list"), &context, never, async {
+            let tools: Vec<Tool> = match self.profile {
+                Profile::WorkflowEngine => tools::list(),
+                Profile::Legacy => Vec::new(),
+            };
+            let list = ListToolsResult::with_all_items(tools);
+            Ok(if speaks_cache_hints(&context) {
+                list.with_ttl_ms(catalogue::TTL_MOVING_MS)
+                    .with_cache_scope(rmcp::model::CacheScope::Private)
+            } else {
+                list
+            })
         })
+        .await
     }
 
     async fn call_tool(
@@ -206,55 +250,77 @@ impl ServerHandler for RimthanServer {
                 Some(json!({"tool": request.name})),
             )
         };
-        if self.profile != Profile::WorkflowEngine {
-            return Err(unknown());
-        }
-        let who = principal(&context);
-        match tools::call(
-            &self.engine,
-            &self.metrics,
-            &request.name,
-            arguments,
-            who.as_ref(),
+        let served = async {
+            if self.profile != Profile::WorkflowEngine {
+                return Err(unknown());
+            }
+            let who = principal(&context);
+            match tools::call(
+                &self.engine,
+                &self.metrics,
+                &request.name,
+                arguments,
+                who.as_ref(),
+            )
+            .await
+            {
+                Some(result) => result,
+                None => Err(unknown()),
+            }
+        };
+        self.observe(
+            Call::tool(&request.name),
+            &context,
+            traced::tool_refusal,
+            served,
         )
         .await
-        {
-            Some(result) => result.map(Into::into),
-            None => Err(unknown()),
-        }
+        .map(Into::into)
     }
 
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let (registry, active) = self.active()?;
-        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
-        let entrypoint = self.entrypoint(&registry, &active);
-        self.listings
-            .list(&registry, &active, &entrypoint, self.profile, cursor)
+        self.observe(Call::method("resources/list"), &context, never, async {
+            let (registry, active) = self.active()?;
+            let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+            let entrypoint = self.entrypoint(&registry, &active);
+            self.listings
+                .list(&registry, &active, &entrypoint, self.profile, cursor)
+        })
+        .await
     }
 
     async fn list_resource_templates(
         &self,
         _: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(catalogue::templates(self.profile))
+        self.observe(
+            Call::method("resources/templates/list"),
+            &context,
+            never,
+            async { Ok(catalogue::templates(self.profile)) },
+        )
+        .await
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let (registry, active) = self.active()?;
-        self.reads
-            .read(&registry, &request.uri, || {
+        let served = async {
+            let (registry, active) = self.active()?;
+            self.reads.read(&registry, &request.uri, || {
                 let entrypoint = self.entrypoint(&registry, &active);
                 catalogue::read(&registry, &active, &entrypoint, self.profile, &request.uri)
             })
+        };
+        self.observe(Call::read(&request.uri), &context, never, served)
+            .await
             .map(Into::into)
     }
 
@@ -265,38 +331,54 @@ impl ServerHandler for RimthanServer {
     async fn on_custom_request(
         &self,
         request: rmcp::model::CustomRequest,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CustomResult, ErrorData> {
-        if request.method == "resources/read" {
-            return Err(ErrorData::invalid_params(
-                "resources/read needs params.uri, a string",
+        let call = Call::method(if request.method == "resources/read" {
+            "resources/read"
+        } else {
+            traced::OTHER
+        });
+        self.observe(call, &context, never, async {
+            if request.method == "resources/read" {
+                return Err(ErrorData::invalid_params(
+                    "resources/read needs params.uri, a string",
+                    None,
+                ));
+            }
+            Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                request.method.clone(),
                 None,
-            ));
-        }
-        Err(ErrorData::new(
-            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-            request.method,
-            None,
-        ))
+            ))
+        })
+        .await
     }
 
     async fn list_prompts(
         &self,
         _: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        Ok(prompts::list(self.profile)
-            .with_ttl_ms(catalogue::TTL_MOVING_MS)
-            .with_cache_scope(rmcp::model::CacheScope::Private))
+        self.observe(Call::method("prompts/list"), &context, never, async {
+            Ok(prompts::list(self.profile)
+                .with_ttl_ms(catalogue::TTL_MOVING_MS)
+                .with_cache_scope(rmcp::model::CacheScope::Private))
+        })
+        .await
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let (registry, active) = self.active()?;
-        let entrypoint = self.entrypoint(&registry, &active);
-        prompts::get(self.profile, &request.name, &entrypoint).map(Into::into)
+        let served = async {
+            let (registry, active) = self.active()?;
+            let entrypoint = self.entrypoint(&registry, &active);
+            prompts::get(self.profile, &request.name, &entrypoint)
+        };
+        self.observe(Call::prompt(&request.name), &context, never, served)
+            .await
+            .map(Into::into)
     }
 }

@@ -14,8 +14,9 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
-use rimthan_engine::{DeliveryOutcome, Engine, WebhookDelivery};
+use rimthan_engine::{DeliveryOutcome, Engine, WebhookDelivery, store::Store};
 use sha2::Sha256;
+use tracing::Instrument as _;
 
 use crate::metrics::Metrics;
 
@@ -128,22 +129,44 @@ impl Webhooks {
             .claim_deliveries(now, now + LEASE_SECONDS, BATCH)
             .await
             .map_err(|e| e.to_string())?;
-        let attempts = due.iter().map(|delivery| async move {
-            let outcome = self.attempt(delivery).await;
-            metrics.webhook_delivery(match outcome {
-                DeliveryOutcome::Delivered => "delivered",
-                DeliveryOutcome::Retry { .. } => "retried",
-                DeliveryOutcome::Failed { .. } => "failed",
-            });
-            if let DeliveryOutcome::Failed { error } = &outcome {
-                tracing::warn!(event = %delivery.event_id, endpoint = %delivery.endpoint, %error, "webhook given up on after a day of retries; it is kept as failed");
-            }
-            if let Err(e) = store.finish_delivery(delivery.id, &outcome).await {
-                tracing::error!(event = %delivery.event_id, error = %e, "recording a webhook attempt failed; it is attempted again when its lease runs out");
-            }
+        let attempts = due.iter().map(|delivery| {
+            // A root span per attempt (docs/operations/tracing.md): no request waits on it.
+            let span = tracing::debug_span!(
+                target: rimthan_engine::TRACE_TARGET,
+                parent: None,
+                "webhook.deliver",
+                otel.kind = "client",
+                rimthan.webhook.event_id = delivery.event_id.as_str(),
+                rimthan.webhook.outcome = tracing::field::Empty,
+            );
+            self.deliver(delivery, store, metrics).instrument(span)
         });
         futures::future::join_all(attempts).await;
         Ok(due.len())
+    }
+
+    /// Attempts one delivery and records how it ended.
+    async fn deliver(&self, delivery: &WebhookDelivery, store: &Arc<dyn Store>, metrics: &Metrics) {
+        let outcome = self.attempt(delivery).await;
+        let ended = match outcome {
+            DeliveryOutcome::Delivered => "delivered",
+            DeliveryOutcome::Retry { .. } => "retried",
+            DeliveryOutcome::Failed { .. } => "failed",
+        };
+        metrics.webhook_delivery(ended);
+        tracing::Span::current().record("rimthan.webhook.outcome", ended);
+        tracing::event!(
+            target: rimthan_engine::TRACE_TARGET,
+            tracing::Level::DEBUG,
+            rimthan.webhook.outcome = ended,
+            "webhook.delivery"
+        );
+        if let DeliveryOutcome::Failed { error } = &outcome {
+            tracing::warn!(event = %delivery.event_id, endpoint = %delivery.endpoint, %error, "webhook given up on after a day of retries; it is kept as failed");
+        }
+        if let Err(e) = store.finish_delivery(delivery.id, &outcome).await {
+            tracing::error!(event = %delivery.event_id, error = %e, "recording a webhook attempt failed; it is attempted again when its lease runs out");
+        }
     }
 
     /// One attempt, and what follows from how it ended.

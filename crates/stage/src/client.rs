@@ -16,7 +16,7 @@ use rmcp::{
     RoleClient, ServiceError, ServiceExt,
     model::{
         CallToolRequestParams, CallToolResult, ProtocolVersion, ReadResourceRequestParams,
-        ReadResourceResult, Resource, ResourceContents, Tool,
+        ReadResourceResult, RequestMetaObject, Resource, ResourceContents, Tool,
     },
     service::{ClientLifecycleMode, ClientServiceExt, Peer, RunningService},
     transport::{
@@ -28,7 +28,7 @@ use tokio::sync::Mutex;
 
 use rimthan_engine::Serving;
 
-use crate::{CallRecord, Protocol, StageError, Target};
+use crate::{CallRecord, Protocol, StageError, Target, TraceParent};
 
 type Running = RunningService<RoleClient, ()>;
 
@@ -76,6 +76,8 @@ pub(crate) struct Client {
     engine: Option<Arc<rimthan_engine::Engine>>,
     /// Every request this connection made, in order: what a load test reports per tool.
     calls: std::sync::Mutex<Vec<CallRecord>>,
+    /// The trace context every request carries.
+    trace: TraceParent,
 }
 
 impl Client {
@@ -112,7 +114,7 @@ impl Client {
             }
             // A transport whose worker stopped on an error (a reply cut mid-body, say) fails
             // every later send the same way, so each retry starts on a fresh connection.
-            if let Ok((fresh, _)) = connect_once(&self.target).await {
+            if let Ok((fresh, _)) = connect_once(&self.target, self.trace).await {
                 let old = std::mem::replace(&mut *self.running.lock().await, fresh);
                 let _ = old.cancel().await;
             }
@@ -141,10 +143,18 @@ impl Client {
         )
     }
 
+    /// The request `_meta` that carries the trace context (`docs/operations/tracing.md`).
+    fn meta(&self) -> RequestMetaObject {
+        let mut meta = rmcp::model::JsonObject::new();
+        meta.insert("traceparent".into(), self.trace.to_string().into());
+        meta.into()
+    }
+
     async fn call_tool(
         &self,
-        params: CallToolRequestParams,
+        mut params: CallToolRequestParams,
     ) -> Result<CallToolResult, ServiceError> {
+        params.meta = Some(self.meta());
         let tool = params.name.clone();
         self.retrying(&tool, |peer| {
             let params = params.clone();
@@ -154,9 +164,11 @@ impl Client {
     }
 
     async fn read(&self, uri: &str) -> Result<ReadResourceResult, ServiceError> {
-        self.retrying("resources/read", |peer| async move {
-            peer.read_resource(ReadResourceRequestParams::new(uri.to_owned()))
-                .await
+        let mut params = ReadResourceRequestParams::new(uri.to_owned());
+        params.meta = Some(self.meta());
+        self.retrying("resources/read", |peer| {
+            let params = params.clone();
+            async move { peer.read_resource(params).await }
         })
         .await
     }
@@ -201,10 +213,10 @@ fn is_transport(e: &ServiceError) -> bool {
 }
 
 /// Connects to `target`, retrying a refused or cut handshake over HTTP like any call.
-pub(crate) async fn connect(target: &Target) -> Result<Client, StageError> {
+pub(crate) async fn connect(target: &Target, trace: TraceParent) -> Result<Client, StageError> {
     let mut backoff = Backoff::for_target(target);
     let (running, engine) = loop {
-        match connect_once(target).await {
+        match connect_once(target, trace).await {
             Ok(connected) => break connected,
             Err(e @ StageError::Connect(_)) => {
                 if !backoff.wait().await {
@@ -219,12 +231,14 @@ pub(crate) async fn connect(target: &Target) -> Result<Client, StageError> {
         running: Mutex::new(running),
         engine,
         calls: std::sync::Mutex::default(),
+        trace,
     })
 }
 
 /// A connection, and the engine when the server runs in this process.
 async fn connect_once(
     target: &Target,
+    trace: TraceParent,
 ) -> Result<(Running, Option<Arc<rimthan_engine::Engine>>), StageError> {
     match target {
         Target::Url {
@@ -252,6 +266,12 @@ async fn connect_once(
             if let Some(token) = token {
                 config = config.auth_header(token.clone());
             }
+            // Every request of the session, `initialize` and listings included, joins the trace.
+            config.custom_headers.insert(
+                http::HeaderName::from_static("traceparent"),
+                http::HeaderValue::from_str(&trace.to_string())
+                    .expect("a traceparent is printable ASCII"),
+            );
             let transport = StreamableHttpClientTransport::from_config(config);
             let running = match protocol {
                 Protocol::V2025_11_25 => ().serve(transport).await.map_err(|e| err(&e)),
@@ -330,7 +350,8 @@ pub(crate) async fn local_engine(
 
 /// A server in this process on `engine`, and a client connected to it.
 async fn serve_in_process(engine: Arc<rimthan_engine::Engine>) -> Result<Running, StageError> {
-    let server = rimthan_mcp::RimthanServer::new(engine, rimthan_mcp::Profile::WorkflowEngine);
+    let server = rimthan_mcp::RimthanServer::new(engine, rimthan_mcp::Profile::WorkflowEngine)
+        .over(rimthan_mcp::Transport::Pipe, true);
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
     tokio::spawn(async move {
         if let Ok(running) = server.serve(server_io).await {

@@ -356,6 +356,7 @@ pub(crate) async fn drive(
         approval: None,
         sent_back: run.sent_back,
         calls: Vec::new(),
+        trace: None,
     })
 }
 
@@ -418,6 +419,7 @@ impl Run {
             approval: Some(payload["approval"].clone()).filter(|a| a.is_object()),
             sent_back: self.sent_back,
             calls: Vec::new(),
+            trace: None,
         }
     }
 
@@ -431,6 +433,7 @@ impl Run {
             approval: None,
             sent_back: self.sent_back,
             calls: Vec::new(),
+            trace: None,
         }
     }
 }

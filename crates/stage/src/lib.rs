@@ -21,6 +21,7 @@ mod decide;
 mod drive;
 mod fault;
 mod project;
+mod trace;
 mod validator;
 mod workflow;
 
@@ -36,6 +37,7 @@ pub use crate::{
     },
     fault::Fault,
     project::{Project, ReadBack},
+    trace::{TraceParent, TraceParentError},
 };
 
 /// Where the session file lives in the project.
@@ -248,6 +250,9 @@ pub struct StageConfig {
     pub vary: Option<u16>,
     /// What a workflow test case has the harness do instead (`rimthan registry test`).
     pub script: Option<std::sync::Arc<Script>>,
+    /// The trace context every request carries, so the server's spans join this trace; a new
+    /// trace per run when none.
+    pub trace: Option<TraceParent>,
 }
 
 /// Per step and round (the step's first submission is round 1, a revision round 2, …): the
@@ -279,6 +284,7 @@ impl StageConfig {
             sign_off_as: None,
             vary: None,
             script: None,
+            trace: None,
         }
     }
 }
@@ -341,6 +347,8 @@ pub struct Summary {
     pub sent_back: Vec<String>,
     /// Every request of the run, in order.
     pub calls: Vec<CallRecord>,
+    /// The trace context the run's requests carried.
+    pub trace: Option<TraceParent>,
 }
 
 /// The host capabilities a real host of each harness has (see the host matrix in
@@ -373,11 +381,13 @@ pub async fn run(
     on_step: &mut (dyn FnMut(&StepRecord, usize, usize) + Send),
 ) -> Result<Summary, StageError> {
     let project = Project::open(&config.project)?;
-    let client = connect(&config.target).await?;
+    let trace = config.trace.unwrap_or_else(TraceParent::generate);
+    let client = connect(&config.target, trace).await?;
     let result = drive::drive(&client, &project, config, on_step)
         .await
         .map(|mut summary| {
             summary.calls = client.take_calls();
+            summary.trace = Some(trace);
             summary
         });
     client.close().await;

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use clap::Args;
 use rimthan_engine::{Engine, Releases, Serving, provenance::ProvenanceKey, store::Age};
 use rimthan_mcp::{
-    Profile, RimthanServer,
+    Profile, RimthanServer, Transport,
     admin::Access,
     auth::{
         Algorithm, Auth, ClaimGrant, DEFAULT_ALGORITHMS, FacilitatorClaims, JwtRules, Verifier,
@@ -16,6 +16,7 @@ use rimthan_mcp::{
     conn::ConnectionLimits,
     http::{self, HttpConfig, MCP_PATH},
     oidc::OidcProvider,
+    telemetry::Telemetry,
 };
 use rimthan_registry::{RegistryFiles, external_policy, verify_embedded, verify_registry};
 
@@ -175,6 +176,11 @@ pub(crate) struct ServeArgs {
     /// How often to re-read an external registry's channels (seconds); SIGHUP re-reads at once.
     #[arg(long, env = "RIMTHAN_RELOAD_INTERVAL", default_value_t = 5)]
     reload_interval: u64,
+    /// Export OpenTelemetry spans and metrics over OTLP/HTTP with protobuf to the collector at
+    /// this base URL (`/v1/traces` and `/v1/metrics` are appended); the standard OTEL_*
+    /// variables are honoured, and OTEL_EXPORTER_OTLP_ENDPOINT alone turns export on.
+    #[arg(long, value_name = "URL")]
+    otlp_endpoint: Option<String>,
     /// Log format on stderr: text or json.
     #[arg(long, env = "RIMTHAN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -374,6 +380,31 @@ fn read_retired_keys(
     Ok(document.keys)
 }
 
+/// Logs go to stderr (stdout carries the protocol in stdio mode), filtered by `RUST_LOG`; rmcp
+/// logs every stateless request at info, so only its warnings are kept unless `RUST_LOG` says.
+/// With export on, the spans meant for it go to the OpenTelemetry layer, whatever the filter.
+fn init_logs(format: LogFormat, telemetry: Option<&Telemetry>) {
+    use tracing_subscriber::{Layer as _, layer::SubscriberExt as _, util::SubscriberInitExt as _};
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match format {
+        LogFormat::Json => logs
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .boxed(),
+        LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .boxed(),
+    };
+    let logged = tracing_subscriber::registry().with(logs.with_filter(filter));
+    match telemetry {
+        Some(telemetry) => logged.with(telemetry.layer()).init(),
+        None => logged.init(),
+    }
+}
+
 pub(crate) fn default_database_url() -> anyhow::Result<String> {
     let dir = dirs::data_dir()
         .context("no user data folder on this system; pass --database-url")?
@@ -384,23 +415,12 @@ pub(crate) fn default_database_url() -> anyhow::Result<String> {
 
 impl ServeArgs {
     pub(crate) fn run(self) -> anyhow::Result<()> {
-        // Logs go to stderr: stdout carries the protocol in stdio mode.
-        // rmcp logs every stateless request at info; keep its warnings only unless RUST_LOG says.
-        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
-        let logs = tracing_subscriber::fmt()
-            .with_writer(std::io::stderr)
-            .with_env_filter(filter);
-        match self.log_format {
-            LogFormat::Json => logs
-                .json()
-                .with_current_span(true)
-                .with_span_list(false)
-                .init(),
-            LogFormat::Text => logs
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-                .init(),
-        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        let telemetry = Telemetry::start(self.otlp_endpoint.as_deref(), runtime.handle().clone())
+            .map_err(|e| InputError(e.to_string()))?;
+        init_logs(self.log_format, telemetry.as_ref());
         let auth = self.auth()?;
         let secret = match &self.checkpoint_secret_file {
             None => None,
@@ -470,9 +490,6 @@ impl ServeArgs {
             Some(url) => url,
             None => default_database_url()?,
         };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?;
         let grace = Duration::from_secs(self.shutdown_grace);
         let served = runtime.block_on(async move {
             let store = rimthan_engine::store::open(&database_url).await?;
@@ -512,7 +529,12 @@ impl ServeArgs {
             if self.stdio {
                 use rmcp::ServiceExt as _;
                 tracing::info!(%profile, "serving on stdio");
-                server.serve(rmcp::transport::stdio()).await?.waiting().await?;
+                server
+                    .over(Transport::Pipe, true)
+                    .serve(rmcp::transport::stdio())
+                    .await?
+                    .waiting()
+                    .await?;
                 return Ok(());
             }
             let mut config = HttpConfig::loopback(self.listen);
@@ -555,6 +577,10 @@ impl ServeArgs {
             tracing::info!("stopped");
             anyhow::Ok(())
         });
+        // The last spans go out while the runtime that sends them still runs.
+        if let Some(telemetry) = telemetry {
+            telemetry.shutdown();
+        }
         // A blocking task stuck on a file (a hung network mount) must not hold the exit.
         runtime.shutdown_timeout(grace);
         served

@@ -5,7 +5,9 @@ use std::{io::IsTerminal as _, path::PathBuf};
 use clap::Args;
 use rimthan_engine::Serving;
 use rimthan_registry::{Harness, IdError, Version, WorkflowId};
-use rimthan_stage::{Fault, Protocol, SESSION_FILE, StageConfig, StepRecord, Target, run};
+use rimthan_stage::{
+    Fault, Protocol, SESSION_FILE, StageConfig, StepRecord, Target, TraceParent, run,
+};
 
 use super::{AwaitingSignOff, InputError};
 
@@ -63,6 +65,16 @@ pub(crate) struct StageArgs {
     /// symlinked-output, missing-report, stale-checkpoint or text-mismatch.
     #[arg(long)]
     fault: Option<String>,
+    /// The W3C trace context every request carries, so the server's spans for the session join
+    /// this trace (default: a new trace, whose id is printed).
+    #[arg(long, env = "TRACEPARENT", value_name = "TRACEPARENT", value_parser = traceparent)]
+    traceparent: Option<TraceParent>,
+}
+
+fn traceparent(value: &str) -> Result<TraceParent, String> {
+    value
+        .parse()
+        .map_err(|e: rimthan_stage::TraceParentError| e.to_string())
 }
 
 fn progress_line(record: &StepRecord, index: usize, total: usize, bar: bool) {
@@ -188,6 +200,7 @@ impl StageArgs {
             sign_off_as: self.sign_off_as,
             vary: None,
             script: None,
+            trace: self.traceparent,
         };
         let bar = std::io::stderr().is_terminal();
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -218,6 +231,9 @@ impl StageArgs {
             "session {} ({harness}, {}): {}",
             summary.session_id, summary.workflow, summary.status
         );
+        if let Some(trace) = &summary.trace {
+            println!("trace {}", trace.trace_id());
+        }
         println!("{:<20} {:<10} {:>8}  FILES", "STEP", "OUTCOME", "MS");
         for step in &summary.steps {
             println!(

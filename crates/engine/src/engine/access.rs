@@ -4,6 +4,7 @@
 //! either door lets through is an [`Opened`], which only this module makes.
 
 use std::sync::Arc;
+use tracing::Instrument as _;
 
 use rimthan_registry::VerifiedRelease;
 
@@ -91,7 +92,12 @@ impl Engine {
                 )],
             )));
         };
-        let Some(session) = self.store.load_session(&checkpoint.session).await? else {
+        let Some(session) = self
+            .store
+            .load_session(&checkpoint.session)
+            .instrument(self.store_span("load_session"))
+            .await?
+        else {
             return Ok(Err((
                 None,
                 vec![
@@ -129,11 +135,20 @@ impl Engine {
         Ok(Ok((session, release)))
     }
 
-    /// Opens a session through `door`, or returns the refusal (audited at the checkpoint door).
+    /// Opens a session through `door`, or returns the refusal (audited at the checkpoint door);
+    /// the session opened is named on the request's span.
     pub(super) async fn open(
         &self,
         door: &Door<'_>,
     ) -> Result<Result<Opened, Rejected>, EngineError> {
+        let opened = self.open_door(door).await?;
+        if let Ok(opened) = &opened {
+            super::trace::record_session(&opened.session, &opened.release);
+        }
+        Ok(opened)
+    }
+
+    async fn open_door(&self, door: &Door<'_>) -> Result<Result<Opened, Rejected>, EngineError> {
         match *door {
             Door::Checkpoint {
                 tool,
@@ -148,7 +163,11 @@ impl Engine {
                     .await?),
             }),
             Door::Approver { session, approver } => {
-                let known = self.store.load_session(session).await?;
+                let known = self
+                    .store
+                    .load_session(session)
+                    .instrument(self.store_span("load_session"))
+                    .await?;
                 let Some(session) = known.filter(|s| approver.may_know(s.principal.as_ref()))
                 else {
                     return Ok(Err(Rejected::new(vec![unknown_session(session.as_str())])));
@@ -157,7 +176,12 @@ impl Engine {
                 Ok(Ok(Opened { session, release }))
             }
             Door::Timer { session } => {
-                let Some(session) = self.store.load_session(session).await? else {
+                let Some(session) = self
+                    .store
+                    .load_session(session)
+                    .instrument(self.store_span("load_session"))
+                    .await?
+                else {
                     return Ok(Err(Rejected::new(vec![unknown_session(session.as_str())])));
                 };
                 let release = self.pinned_release(&session)?;

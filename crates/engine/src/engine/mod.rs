@@ -18,6 +18,7 @@ mod record;
 mod start;
 mod submit;
 mod timers;
+mod trace;
 mod transact;
 mod verdicts;
 
@@ -44,6 +45,7 @@ pub use active_step::ACTIVE_STEP_CACHE_BOUNDS;
 pub use look::{MAX_WAITING_LISTED, Waiting};
 pub(crate) use record::Evidence;
 pub use timers::{TIMER_BATCH, TimersFired};
+pub use trace::TRACE_TARGET;
 
 /// The store secret that keys checkpoints.
 const CHECKPOINT_SECRET: &str = "checkpoint-hmac-sha256";
@@ -248,5 +250,10 @@ impl Engine {
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// The span of one operation on the store, a child of the request's.
+    fn store_span(&self, operation: &'static str) -> tracing::Span {
+        trace::store_span(self.store.system(), operation)
     }
 }

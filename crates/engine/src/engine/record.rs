@@ -3,6 +3,7 @@
 
 use rimthan_registry::{Sha256Digest, to_canonical_bytes};
 use serde::Serialize;
+use tracing::Instrument as _;
 
 use super::{Engine, access::Opened};
 use crate::{
@@ -99,7 +100,10 @@ impl Engine {
         evidence: Evidence,
     ) -> Result<Rejected, EngineError> {
         let (rejected, audit) = self.rejection(tool, session, failures, principal, evidence);
-        self.store.append_audit(&audit).await?;
+        self.store
+            .append_audit(&audit)
+            .instrument(self.store_span("append_audit"))
+            .await?;
         Ok(rejected)
     }
 }

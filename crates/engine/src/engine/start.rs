@@ -2,6 +2,7 @@
 //! a new session bound to the declared host, or answer a keyed retry from the session it made.
 
 use std::sync::Arc;
+use tracing::Instrument as _;
 
 use super::{
     Engine, Evidence,
@@ -124,7 +125,10 @@ impl Engine {
                     id: workflow.doc().id.to_string(),
                     version: workflow.doc().version.to_string(),
                 });
-                self.store.append_audit(&audit).await?;
+                self.store
+                    .append_audit(&audit)
+                    .instrument(self.store_span("append_audit"))
+                    .await?;
                 return Ok(StartResult::Blocked(Blocked {
                     status: BlockedTag::Tag,
                     blockers,
@@ -144,9 +148,20 @@ impl Engine {
         let pinned = Pinned::resolve(&release, &session, &self.policies)?;
         let payload = pinned.active_payload(&session, &self.key, SERVER_NAME);
         let audit = self.audit(TOOL, Some(&session), Outcome::Active, principal);
-        if let Err(e) = self.store.insert_session(&session, &audit).await {
+        super::trace::record_session(&session, &release);
+        if let Err(e) = self
+            .store
+            .insert_session(&session, &audit)
+            .instrument(self.store_span("insert_session"))
+            .await
+        {
             // An identical keyed start that raced this one stored the session first.
-            return match self.store.load_session(&session.id).await? {
+            return match self
+                .store
+                .load_session(&session.id)
+                .instrument(self.store_span("load_session"))
+                .await?
+            {
                 Some(existing) if keyed.is_some() => {
                     self.start_again(existing, &fingerprint, principal).await
                 }
@@ -166,13 +181,19 @@ impl Engine {
         key: &str,
         principal: Option<&Principal>,
     ) -> Result<Option<Arc<Session>>, EngineError> {
-        if let Some(existing) = self.store.load_session(id).await? {
+        if let Some(existing) = self
+            .store
+            .load_session(id)
+            .instrument(self.store_span("load_session"))
+            .await?
+        {
             return Ok(Some(existing));
         }
         let earlier = self.key.subject_keyed_session(principal, key);
         Ok(self
             .store
             .load_session(&earlier)
+            .instrument(self.store_span("load_session"))
             .await?
             .filter(|s| s.principal.as_ref() == principal))
     }
@@ -208,7 +229,10 @@ impl Engine {
         let pinned = Pinned::resolve(&release, &existing, &self.policies)?;
         let payload = pinned.active_payload(&existing, &self.key, SERVER_NAME);
         let audit = self.audit(TOOL, Some(&existing), Outcome::Replayed, principal);
-        self.store.append_audit(&audit).await?;
+        self.store
+            .append_audit(&audit)
+            .instrument(self.store_span("append_audit"))
+            .await?;
         Ok(StartResult::Active(Box::new(payload)))
     }
 

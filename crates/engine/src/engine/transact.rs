@@ -10,6 +10,7 @@ use super::{
     access::{Door, Opened},
 };
 use std::sync::Arc;
+use tracing::Instrument as _;
 
 use crate::{
     error::EngineError,
@@ -80,7 +81,10 @@ impl Engine {
                     });
                 }
                 Ruling::Answer(answer, audit) => {
-                    self.store.append_audit(&audit).await?;
+                    self.store
+                        .append_audit(&audit)
+                        .instrument(self.store_span("append_audit"))
+                        .await?;
                     return Ok(Done {
                         answer,
                         session: Some(opened.session().clone()),
@@ -98,8 +102,10 @@ impl Engine {
                     if let Some(link) = self
                         .store
                         .update_session(read.revision, &next, &audit, &notices)
+                        .instrument(self.store_span("update_session"))
                         .await?
                     {
+                        super::trace::transition(read, &next);
                         return Ok(Done {
                             answer,
                             session: Some(Arc::from(next)),

@@ -70,15 +70,22 @@ impl Judge for Verdicts {
         inputs: &[Input<'_>],
         digests: Vec<(String, Sha256Digest)>,
     ) -> Result<Arc<Vec<Finding>>, CheckError> {
+        let entry = check.entry();
+        let span = super::trace::check_span(&entry.id, &entry.version, || {
+            inputs.iter().map(|i| i.bytes().len()).sum()
+        });
+        let _entered = span.enter();
         let key = VerdictKey {
-            check: check.entry().sha256,
+            check: entry.sha256,
             limits: check.compiled().limits().clone(),
             inputs: digests,
         };
         if let Some(known) = self.known.get_if(&key, |_| true) {
+            super::trace::check_verdict(&span, &known, true);
             return Ok(known);
         }
         let findings = Arc::new(run_blocking(|| check.compiled().run(inputs))?);
+        super::trace::check_verdict(&span, &findings, false);
         self.runs.fetch_add(1, Ordering::Relaxed);
         let weight = key.inputs.iter().map(|(p, _)| p.len() + 64).sum::<usize>()
             + findings

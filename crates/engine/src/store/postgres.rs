@@ -19,6 +19,8 @@ impl Backend for Postgres {
 
     const SOLE_WRITER: bool = false;
 
+    const SYSTEM: &'static str = "postgresql";
+
     // Bytes that do not compress, so they need fresh pages as a change does.
     const PROBE: &'static str = "INSERT INTO writer_probe (id, room) \
         SELECT 1, decode(string_agg(md5(random()::text), ''), 'hex') FROM generate_series(1, 4096) \

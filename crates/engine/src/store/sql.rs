@@ -43,6 +43,9 @@ pub trait Backend: std::fmt::Debug + Send + Sync + 'static {
     /// revision and creation time (PostgreSQL; `docs/engine.md` §7.1).
     const SOLE_WRITER: bool;
 
+    /// The database's name in OpenTelemetry's `db.system.name` (`docs/operations/tracing.md`).
+    const SYSTEM: &'static str;
+
     /// The readiness probe's write: room for 64 KiB in fresh pages, as a change needs, so a
     /// full disk refuses it as it refuses a new session (no values).
     const PROBE: &'static str;
@@ -260,6 +263,10 @@ where
     for<'r> FailureRow: FromRow<'r, <B::Db as Database>::Row>,
     for<'r> WorkflowRow: FromRow<'r, <B::Db as Database>::Row>,
 {
+    fn system(&self) -> &'static str {
+        B::SYSTEM
+    }
+
     async fn secret(&self, name: &str, generated: Vec<u8>) -> Result<Vec<u8>, StoreError> {
         if self.writer.is_some() {
             sqlx::query::<B::Db>(INSERT_SECRET)

@@ -20,6 +20,8 @@ impl Backend for Sqlite {
 
     const SOLE_WRITER: bool = true;
 
+    const SYSTEM: &'static str = "sqlite";
+
     // Zeros, in fresh pages as a change's.
     const PROBE: &'static str = "INSERT INTO writer_probe (id, room) VALUES (1, zeroblob(65536)) \
         ON CONFLICT (id) DO UPDATE SET room = excluded.room";
