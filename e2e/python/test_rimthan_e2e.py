@@ -488,9 +488,14 @@ def _text_mirror(result: types.CallToolResult) -> Any:
     return json.loads(texts[0])
 
 
+# Every tool call carries a W3C trace context in `_meta`, as a traced host's does: the server joins
+# it (docs/operations/tracing.md §3), on both revisions and over stdio.
+TRACEPARENT = f"00-{os.urandom(16).hex()}-{os.urandom(8).hex()}-01"
+
+
 async def call(client: Client, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
     """tools/call via Client.call_tool, which checks structuredContent against the tool's outputSchema."""
-    result = await client.call_tool(name, arguments)
+    result = await client.call_tool(name, arguments, meta={"traceparent": TRACEPARENT})
     assert result.structured_content is not None, f"{name} returned no structuredContent: {result!r}"
     assert _text_mirror(result) == result.structured_content, f"{name}: text content != structuredContent"
     if result.is_error:

@@ -497,3 +497,40 @@ fn a_collector_that_never_answers_fails_no_call_and_what_is_dropped_is_counted()
     assert!(dropped > 0, "{page}");
     assert!(page.contains("mcp_server_operation_duration_seconds_bucket{"));
 }
+
+#[test]
+fn an_endpoint_that_is_not_a_url_or_a_protocol_other_than_http_protobuf_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("db.sqlite").display());
+    let serve = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut command = Command::new(BIN);
+        command
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--database-url",
+                &database,
+            ])
+            .args(extra)
+            .envs(env.iter().copied());
+        command.output().unwrap()
+    };
+    let out = serve(&["--otlp-endpoint", "127.0.0.1:4318"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("not an http:// or https:// URL"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = serve(
+        &["--otlp-endpoint", "http://127.0.0.1:4317"],
+        &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("OTEL_EXPORTER_OTLP_PROTOCOL=\"grpc\""),
+        "{}",
+        text(&out.stderr)
+    );
+}

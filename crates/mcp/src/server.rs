@@ -63,15 +63,25 @@ impl RimthanServer {
         self
     }
 
-    /// Serves one request in its span, timed (`crate::traced`).
-    async fn observe<T>(
-        &self,
-        call: Call<'_>,
-        context: &RequestContext<RoleServer>,
-        refused: impl FnOnce(&T) -> Option<String>,
-        served: impl Future<Output = Result<T, ErrorData>>,
-    ) -> Result<T, ErrorData> {
-        traced::observe(&self.metrics, &self.reach, call, context, refused, served).await
+    /// Serves one request in its span, timed (`crate::traced`). The handler's work is boxed
+    /// before anything holds it: a 2025-11-25 session's worker keeps a handler's future for as
+    /// long as the session lives (rmcp answers `initialize` inside it), and the largest, a tool
+    /// call's, is large.
+    fn observe<'a, T: 'a>(
+        &'a self,
+        call: Call<'a>,
+        context: &'a RequestContext<RoleServer>,
+        refused: impl FnOnce(&T) -> Option<String> + Send + 'a,
+        served: impl Future<Output = Result<T, ErrorData>> + Send + 'a,
+    ) -> impl Future<Output = Result<T, ErrorData>> + Send + 'a {
+        traced::observe(
+            &self.metrics,
+            &self.reach,
+            call,
+            context,
+            refused,
+            Box::pin(served),
+        )
     }
 
     /// The engine.

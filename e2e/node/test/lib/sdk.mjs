@@ -35,12 +35,21 @@ export function structured(result) {
   return result.structuredContent;
 }
 
+/** A W3C trace context of its own: every call and read of a driver carries it in `_meta`, as a
+ * traced host's requests do, so the server's spans for the session are one trace
+ * (docs/operations/tracing.md §3). */
+function traceparent() {
+  const hex = (bytes) => Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("hex");
+  return `00-${hex(16)}-${hex(8)}-01`;
+}
+
 export function sdkDriver(client) {
+  const _meta = { traceparent: traceparent() };
   return {
     async call(name, args) {
-      const result = await client.callTool({ name, arguments: args });
+      const result = await client.callTool({ name, arguments: args, _meta });
       return { structured: structured(result), isError: result.isError === true, raw: result };
     },
-    read: (uri) => client.readResource({ uri }),
+    read: (uri) => client.readResource({ uri, _meta }),
   };
 }
