@@ -3,7 +3,7 @@
 //! open sessions, the registry release in use, store errors, refused registry reloads, and what
 //! each bounded cache holds and how it has served.
 
-use std::time::Duration;
+use std::{borrow::Cow, time::Duration};
 
 use opentelemetry::KeyValue;
 use rimthan_engine::cache::CacheStats;
@@ -67,14 +67,14 @@ type Latency = Family<ToolLabel, Histogram, fn() -> Histogram>;
 struct OperationLabels {
     mcp_method_name: &'static str,
     gen_ai_tool_name: &'static str,
-    error_type: String,
-    mcp_protocol_version: String,
+    error_type: Cow<'static, str>,
+    mcp_protocol_version: &'static str,
     network_transport: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SessionLabels {
-    mcp_protocol_version: String,
+    mcp_protocol_version: &'static str,
     network_transport: &'static str,
 }
 
@@ -257,60 +257,70 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// Times one MCP request: `method` and `tool` as [`crate::Traced`] bounds them, `error` its
-    /// `error.type`, `version` the protocol revision (empty when none was agreed).
+    /// Times one MCP request: `method` and `tool` as `crate::traced` bounds them, `error` its
+    /// `error.type`, `version` the protocol revision (empty when none was agreed). The
+    /// OpenTelemetry histogram is fed only while export is on: off, nothing is built for it.
     pub(crate) fn operation(
         &self,
         method: &'static str,
         tool: Option<&'static str>,
-        error: Option<&str>,
-        version: &str,
+        error: Option<Cow<'static, str>>,
+        version: &'static str,
         transport: &'static str,
         elapsed: Duration,
     ) {
         let seconds = elapsed.as_secs_f64();
+        if crate::telemetry::exporting() {
+            let mut attributes = Vec::with_capacity(5);
+            attributes.push(KeyValue::new("mcp.method.name", method));
+            attributes.push(KeyValue::new("network.transport", transport));
+            if let Some(tool) = tool {
+                attributes.push(KeyValue::new("gen_ai.tool.name", tool));
+            }
+            if let Some(error) = &error {
+                attributes.push(KeyValue::new("error.type", error.to_string()));
+            }
+            if !version.is_empty() {
+                attributes.push(KeyValue::new("mcp.protocol.version", version));
+            }
+            self.mcp.otel_operations.record(seconds, &attributes);
+        }
         self.mcp
             .operations
             .get_or_create(&OperationLabels {
                 mcp_method_name: method,
                 gen_ai_tool_name: tool.unwrap_or_default(),
-                error_type: error.unwrap_or_default().to_owned(),
-                mcp_protocol_version: version.to_owned(),
+                error_type: error.unwrap_or_default(),
+                mcp_protocol_version: version,
                 network_transport: transport,
             })
             .observe(seconds);
-        let mut attributes = Vec::with_capacity(5);
-        attributes.push(KeyValue::new("mcp.method.name", method));
-        attributes.push(KeyValue::new("network.transport", transport));
-        if let Some(tool) = tool {
-            attributes.push(KeyValue::new("gen_ai.tool.name", tool));
-        }
-        if let Some(error) = error {
-            attributes.push(KeyValue::new("error.type", error.to_owned()));
-        }
-        if !version.is_empty() {
-            attributes.push(KeyValue::new("mcp.protocol.version", version.to_owned()));
-        }
-        self.mcp.otel_operations.record(seconds, &attributes);
     }
 
     /// Times one MCP session, from its `initialize` until its service ended.
-    pub(crate) fn session_ended(&self, version: &str, transport: &'static str, elapsed: Duration) {
+    pub(crate) fn session_ended(
+        &self,
+        version: &'static str,
+        transport: &'static str,
+        elapsed: Duration,
+    ) {
         let seconds = elapsed.as_secs_f64();
         self.mcp
             .sessions
             .get_or_create(&SessionLabels {
-                mcp_protocol_version: version.to_owned(),
+                mcp_protocol_version: version,
                 network_transport: transport,
             })
             .observe(seconds);
-        self.mcp.otel_sessions.record(
-            seconds,
-            &[
-                KeyValue::new("mcp.protocol.version", version.to_owned()),
-                KeyValue::new("network.transport", transport),
-            ],
-        );
+        if crate::telemetry::exporting() {
+            self.mcp.otel_sessions.record(
+                seconds,
+                &[
+                    KeyValue::new("mcp.protocol.version", version),
+                    KeyValue::new("network.transport", transport),
+                ],
+            );
+        }
     }
 
     /// Counts a store failure.

@@ -1,6 +1,6 @@
 //! The MCP server handler: one value per connection, all sharing one engine.
 
-use std::sync::Arc;
+use std::{borrow::Cow, sync::Arc};
 
 use rimthan_engine::{Engine, Principal};
 use rmcp::{
@@ -71,7 +71,7 @@ impl RimthanServer {
         &'a self,
         call: Call<'a>,
         context: &'a RequestContext<RoleServer>,
-        refused: impl FnOnce(&T) -> Option<String> + Send + 'a,
+        refused: impl FnOnce(&T) -> Option<Cow<'static, str>> + Send + 'a,
         served: impl Future<Output = Result<T, ErrorData>> + Send + 'a,
     ) -> impl Future<Output = Result<T, ErrorData>> + Send + 'a {
         traced::observe(
@@ -167,7 +167,7 @@ impl RimthanServer {
 }
 
 /// A handler's answer that is never a refusal.
-fn never<T>(_: &T) -> Option<String> {
+fn never<T>(_: &T) -> Option<Cow<'static, str>> {
     None
 }
 

@@ -13,6 +13,8 @@
 mod batch;
 mod client;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::{
@@ -47,6 +49,14 @@ pub enum TelemetryError {
     /// The exporter could not be built.
     #[error("the OTLP exporter could not be built: {0}")]
     Exporter(String),
+}
+
+/// Whether export was started in this process: the OpenTelemetry instruments are fed only then.
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process exports (`Telemetry::start` succeeded).
+pub(crate) fn exporting() -> bool {
+    EXPORTING.load(Ordering::Relaxed)
 }
 
 /// The running export: flushed and stopped by [`Telemetry::shutdown`].
@@ -160,6 +170,7 @@ impl Telemetry {
             .with_resource(resource)
             .build();
         opentelemetry::global::set_meter_provider(metrics.clone());
+        EXPORTING.store(true, Ordering::Relaxed);
         Ok(Some(Self { traces, metrics }))
     }
 

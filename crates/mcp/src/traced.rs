@@ -12,7 +12,7 @@
 //! method or tool this server does not serve is `_OTHER`, ids and URIs are cut short, and
 //! nothing of a tool's arguments or results is recorded beyond its refusal code.
 
-use std::{future::Future, sync::Arc, time::Instant};
+use std::{borrow::Cow, future::Future, sync::Arc, time::Instant};
 
 use opentelemetry::propagation::{Extractor, TextMapPropagator as _};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
@@ -87,7 +87,7 @@ impl Reach {
         if let Some(session) = &self.session {
             let _ = session
                 .began
-                .set((Instant::now(), known_version(version.as_str()).to_owned()));
+                .set((Instant::now(), known_version(version.as_str())));
         }
     }
 }
@@ -97,12 +97,12 @@ impl Reach {
 struct SessionClock {
     metrics: Arc<Metrics>,
     transport: Transport,
-    began: std::sync::OnceLock<(Instant, String)>,
+    began: std::sync::OnceLock<(Instant, &'static str)>,
 }
 
 impl Drop for SessionClock {
     fn drop(&mut self) {
-        if let Some((began, version)) = self.began.get() {
+        if let Some(&(began, version)) = self.began.get() {
             self.metrics
                 .session_ended(version, self.transport.as_str(), began.elapsed());
         }
@@ -163,7 +163,7 @@ pub(crate) async fn observe<T>(
     reach: &Reach,
     call: Call<'_>,
     context: &RequestContext<RoleServer>,
-    refused: impl FnOnce(&T) -> Option<String>,
+    refused: impl FnOnce(&T) -> Option<Cow<'static, str>>,
     served: impl Future<Output = Result<T, ErrorData>>,
 ) -> Result<T, ErrorData> {
     let started = Instant::now();
@@ -178,7 +178,7 @@ pub(crate) async fn observe<T>(
         Err(e) => Some(rpc_error(e)),
     };
     if let Some(error) = &error {
-        span.record("error.type", error.as_str());
+        span.record("error.type", error.as_ref());
         span.record("otel.status_code", "ERROR");
         if let Err(e) = &result {
             span.record("rpc.response.status_code", e.code.0);
@@ -187,7 +187,7 @@ pub(crate) async fn observe<T>(
     metrics.operation(
         call.method,
         call.tool,
-        error.as_deref(),
+        error,
         version,
         reach.transport.as_str(),
         started.elapsed(),
@@ -307,30 +307,34 @@ impl Extractor for Carrier<'_> {
     }
 }
 
-/// The `error.type` of a tool result that is a refusal: its first code (this server's own,
-/// cut short all the same), or `tool_error`.
-pub(crate) fn tool_refusal(result: &rmcp::model::CallToolResult) -> Option<String> {
+/// A refusal's `error.type`: a code of the code table as its constant, any other cut short.
+fn code(text: &str) -> Cow<'static, str> {
+    rimthan_engine::Code::from_wire(text).map_or_else(
+        || Cow::Owned(cut(text, MAX_ID_BYTES).to_owned()),
+        |code| Cow::Borrowed(code.as_str()),
+    )
+}
+
+/// The `error.type` of a tool result that is a refusal: its first code, or `tool_error`.
+pub(crate) fn tool_refusal(result: &rmcp::model::CallToolResult) -> Option<Cow<'static, str>> {
     if result.is_error != Some(true) {
         return None;
     }
-    let code = result
+    let first = result
         .structured_content
         .as_ref()
         .and_then(|v| v.get("failures").or_else(|| v.get("blockers")))
         .and_then(|list| list.get(0)?.get("code")?.as_str());
-    Some(code.map_or_else(
-        || "tool_error".to_owned(),
-        |c| cut(c, MAX_ID_BYTES).to_owned(),
-    ))
+    Some(first.map_or(Cow::Borrowed("tool_error"), code))
 }
 
 /// The `error.type` of a JSON-RPC error: the engine's failure code it carries, else its
 /// JSON-RPC code.
-fn rpc_error(e: &ErrorData) -> String {
+fn rpc_error(e: &ErrorData) -> Cow<'static, str> {
     e.data
         .as_ref()
         .and_then(|d| d.get("code")?.as_str())
-        .map_or_else(|| e.code.0.to_string(), |c| cut(c, MAX_ID_BYTES).to_owned())
+        .map_or_else(|| Cow::Owned(e.code.0.to_string()), code)
 }
 
 /// `value` cut to at most `max` bytes on a character boundary.

@@ -15,8 +15,9 @@ use std::{
 use rmcp::{
     RoleClient, ServiceError, ServiceExt,
     model::{
-        CallToolRequestParams, CallToolResult, ProtocolVersion, ReadResourceRequestParams,
-        ReadResourceResult, RequestMetaObject, Resource, ResourceContents, Tool,
+        CallToolRequestParams, CallToolResult, PaginatedRequestParams, ProtocolVersion,
+        ReadResourceRequestParams, ReadResourceResult, RequestMetaObject, Resource,
+        ResourceContents, Tool,
     },
     service::{ClientLifecycleMode, ClientServiceExt, Peer, RunningService},
     transport::{
@@ -100,23 +101,41 @@ impl Client {
     {
         let started = Instant::now();
         let mut backoff = Backoff::for_target(&self.target);
+        // The error that left the connection unusable, until a fresh one is made.
+        let mut broken: Option<ServiceError> = None;
         loop {
-            let error = match op(self.peer().await).await {
-                Err(e) if is_transport(&e) => e,
+            if let Some(error) = broken.take() {
+                // A transport whose worker stopped on an error (a reply cut mid-body, say) fails
+                // every later send the same way, so a retry goes out only on a fresh connection;
+                // a reconnect that fails is itself an attempt, and the request is not sent on
+                // the dead one.
+                match connect_once(&self.target, self.trace).await {
+                    Ok((fresh, _)) => {
+                        let old = std::mem::replace(&mut *self.running.lock().await, fresh);
+                        let _ = old.cancel().await;
+                    }
+                    Err(_) => {
+                        if !backoff.wait().await {
+                            self.record(method, started, backoff.attempt);
+                            return Err(error);
+                        }
+                        broken = Some(error);
+                        continue;
+                    }
+                }
+            }
+            match op(self.peer().await).await {
+                Err(e) if is_transport(&e) => {
+                    if !backoff.wait().await {
+                        self.record(method, started, backoff.attempt);
+                        return Err(e);
+                    }
+                    broken = Some(e);
+                }
                 done => {
                     self.record(method, started, backoff.attempt);
                     return done;
                 }
-            };
-            if !backoff.wait().await {
-                self.record(method, started, backoff.attempt);
-                return Err(error);
-            }
-            // A transport whose worker stopped on an error (a reply cut mid-body, say) fails
-            // every later send the same way, so each retry starts on a fresh connection.
-            if let Ok((fresh, _)) = connect_once(&self.target, self.trace).await {
-                let old = std::mem::replace(&mut *self.running.lock().await, fresh);
-                let _ = old.cancel().await;
             }
         }
     }
@@ -173,11 +192,26 @@ impl Client {
         .await
     }
 
+    /// Every listed resource, page by page: a page whose answer was lost is asked for again,
+    /// not the listing from its first page (a long listing would otherwise need every page to
+    /// arrive in one attempt).
     pub(crate) async fn list_all_resources(&self) -> Result<Vec<Resource>, ServiceError> {
-        self.retrying("resources/list", |peer| async move {
-            peer.list_all_resources().await
-        })
-        .await
+        let mut resources = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let params = PaginatedRequestParams::default().with_cursor(cursor.take());
+            let page = self
+                .retrying("resources/list", |peer| {
+                    let params = params.clone();
+                    async move { peer.list_resources(Some(params)).await }
+                })
+                .await?;
+            resources.extend(page.resources);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(resources),
+            }
+        }
     }
 
     async fn list_all_tools(&self) -> Result<Vec<Tool>, ServiceError> {
