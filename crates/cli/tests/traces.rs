@@ -32,6 +32,9 @@ use common::{Served, build_signed, example_source, serve_on_free_port};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rimthan");
 
+/// A caller's trace context, for the tests that only need one.
+const A_TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
 /// How the collector answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Collecting {
@@ -425,12 +428,7 @@ fn nothing_is_exported_when_export_is_off() {
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.url)
             .env("OTEL_SDK_DISABLED", "true");
     });
-    stage(
-        port,
-        "codex",
-        "2026-07-28",
-        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-    );
+    stage(port, "codex", "2026-07-28", A_TRACEPARENT);
     stop(server);
     assert_eq!(collector.received.lock().unwrap().requests, 0);
 }
@@ -442,12 +440,7 @@ fn the_environment_alone_turns_export_on() {
     let (server, port) = serve(dir.path(), |serve| {
         serve.env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.url);
     });
-    stage(
-        port,
-        "codex",
-        "2026-07-28",
-        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-    );
+    stage(port, "codex", "2026-07-28", A_TRACEPARENT);
     stop(server);
     assert!(
         collector
@@ -481,12 +474,7 @@ fn a_collector_that_never_answers_fails_no_call_and_what_is_dropped_is_counted()
     });
     // The first batch waits on the collector; the queue fills behind it, and the session goes on.
     for _ in 0..2 {
-        stage(
-            port,
-            "codex",
-            "2026-07-28",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-        );
+        stage(port, "codex", "2026-07-28", A_TRACEPARENT);
     }
     let page = metrics_page(port);
     let dropped: u64 = page

@@ -48,64 +48,62 @@ impl Engine {
         };
         let span =
             super::trace::decision_span(tool.as_str(), approver.identity != Identity::Asserted);
-        let done = self
-            .transact(door, refused, |opened| {
-                let session = opened.session();
-                let pinned = Pinned::resolve(opened.release(), session, &self.policies)?;
-                let (next, decision) =
-                    match transition::decided(&pinned, session, &req, approver, &now_rfc3339()) {
-                        Ok(decided) => decided,
-                        Err(failure) => {
-                            let mut audit = self.audit(
-                                tool,
-                                Some(session),
-                                Outcome::Rejected,
-                                Some(&approver.principal),
-                            );
-                            audit.codes = vec![failure.code];
-                            audit.decision = Some(asked(&req, approver));
-                            return Ok(Ruling::Answer(DecisionResult::Refused { failure }, audit));
-                        }
-                    };
-                let mut audit = self.audit(
-                    tool,
-                    Some(&next),
-                    next.status.into(),
-                    Some(&approver.principal),
-                );
-                audit.decision = Some(decision);
-                let pending = next.approval.as_ref();
-                let needed = pinned
-                    .workflow
-                    .steps()
-                    .iter()
-                    .find(|s| s.doc().id == req.step)
-                    .and_then(|s| s.doc().approval.as_ref())
-                    .map_or(0, |a| a.approvers);
-                // The approvals still standing: those of the waiting sign-off, those that
-                // completed it, or none after a send-back.
-                let approvals = match pending {
-                    Some(p) => p.approvals.len(),
-                    None => next
-                        .signoffs
-                        .get(&req.step)
-                        .map_or(0, |s| s.approvals.len()),
+        let decided = self.transact(door, refused, |opened| {
+            let session = opened.session();
+            let pinned = Pinned::resolve(opened.release(), session, &self.policies)?;
+            let (next, decision) =
+                match transition::decided(&pinned, session, &req, approver, &now_rfc3339()) {
+                    Ok(decided) => decided,
+                    Err(failure) => {
+                        let mut audit = self.audit(
+                            tool,
+                            Some(session),
+                            Outcome::Rejected,
+                            Some(&approver.principal),
+                        );
+                        audit.codes = vec![failure.code];
+                        audit.decision = Some(asked(&req, approver));
+                        return Ok(Ruling::Answer(DecisionResult::Refused { failure }, audit));
+                    }
                 };
-                let answer = DecisionResult::Recorded {
-                    status: next.status,
-                    revision: stored_revision(session),
-                    approvals,
-                    approvals_needed: needed,
-                    unwaived: pending.map_or(0, |p| p.waivable.len()),
-                };
-                Ok(Ruling::Move {
-                    next: Box::new(next),
-                    audit,
-                    answer,
-                })
+            let mut audit = self.audit(
+                tool,
+                Some(&next),
+                next.status.into(),
+                Some(&approver.principal),
+            );
+            audit.decision = Some(decision);
+            let pending = next.approval.as_ref();
+            let needed = pinned
+                .workflow
+                .steps()
+                .iter()
+                .find(|s| s.doc().id == req.step)
+                .and_then(|s| s.doc().approval.as_ref())
+                .map_or(0, |a| a.approvers);
+            // The approvals still standing: those of the waiting sign-off, those that
+            // completed it, or none after a send-back.
+            let approvals = match pending {
+                Some(p) => p.approvals.len(),
+                None => next
+                    .signoffs
+                    .get(&req.step)
+                    .map_or(0, |s| s.approvals.len()),
+            };
+            let answer = DecisionResult::Recorded {
+                status: next.status,
+                revision: stored_revision(session),
+                approvals,
+                approvals_needed: needed,
+                unwaived: pending.map_or(0, |p| p.waivable.len()),
+            };
+            Ok(Ruling::Move {
+                next: Box::new(next),
+                audit,
+                answer,
             })
-            .instrument(span.clone())
-            .await?;
+        });
+        let done = decided.instrument(span.clone()).await?;
         super::trace::decided(&span, &done.answer);
         Ok(done.answer)
     }
