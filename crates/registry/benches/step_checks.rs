@@ -1,9 +1,10 @@
-//! Every step's deterministic checks on outputs at their declared `max_bytes`, against sha256 of
-//! the same bytes (`docs/performance.md`, "Deterministic checks"). Each input is the step's
-//! worked example repeated up to its output's `max_bytes`, so the checks parse and walk as much
-//! text as a participant may send. Steps come from the embedded default release and from the test
+//! Every step's deterministic checks against sha256 of the same bytes (`docs/performance.md`,
+//! "Deterministic checks"), on two sizes of output: the step's worked example as it stands (what
+//! a session sends, group `… as a session sends it`), and the example repeated up to its
+//! output's `max_bytes` (group `… at max_bytes`), so the checks parse and walk as much text as a
+//! participant may send. Steps come from the embedded default release and from the test
 //! workflow `crates/engine/tests/data/checked/`. Run: `cargo bench -p rimthan-registry --bench
-//! step_checks`.
+//! step_checks` (a filter after `--` picks groups).
 
 #![allow(missing_docs)]
 
@@ -16,9 +17,23 @@ use rimthan_registry::{
     verify_embedded,
 };
 
-/// The worked example of the output at `path`, repeated up to `max_bytes` (whole copies only,
-/// so every copy parses; JSON is one example, it has one root).
-fn filled(release: &VerifiedRelease, workflow: &Workflow, artifact: &str) -> (String, Vec<u8>) {
+/// How much output a bench gives a step's checks.
+#[derive(Clone, Copy)]
+enum Size {
+    /// The worked example once.
+    Example,
+    /// The worked example repeated up to the output's `max_bytes`.
+    MaxBytes,
+}
+
+/// The worked example of the output at `path`, at `size`: repeated in whole copies only, so every
+/// copy parses; JSON is one example, it has one root.
+fn filled(
+    release: &VerifiedRelease,
+    workflow: &Workflow,
+    artifact: &str,
+    size: Size,
+) -> (String, Vec<u8>) {
     let output = workflow
         .steps()
         .iter()
@@ -35,7 +50,7 @@ fn filled(release: &VerifiedRelease, workflow: &Workflow, artifact: &str) -> (St
     };
     let limit = usize::try_from(output.max_bytes).unwrap();
     let mut text = example.clone();
-    if output.media_type != MEDIA_JSON {
+    if matches!(size, Size::MaxBytes) && output.media_type != MEDIA_JSON {
         while text.len() + example.len() < limit {
             text.push('\n');
             text.push_str(&example);
@@ -50,12 +65,17 @@ fn bench_step(
     release: &VerifiedRelease,
     workflow: &Workflow,
     step: &Step,
+    size: Size,
 ) {
+    let name = match size {
+        Size::Example => format!("{name} as a session sends it"),
+        Size::MaxBytes => format!("{name} at max_bytes"),
+    };
     let mut texts: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut paths: BTreeMap<&str, String> = BTreeMap::new();
     for check in step.checks() {
         for read in &check.doc().reads {
-            let (path, bytes) = filled(release, workflow, read.as_str());
+            let (path, bytes) = filled(release, workflow, read.as_str(), size);
             paths.insert(read.as_str(), path.clone());
             texts.insert(path, bytes);
         }
@@ -80,7 +100,7 @@ fn bench_step(
         }
     };
     run();
-    let mut group = c.benchmark_group(name);
+    let mut group = c.benchmark_group(&name);
     group.throughput(Throughput::Bytes(total as u64));
     group.sample_size(20);
     group.bench_function("sha256 of the outputs", |b| {
@@ -120,7 +140,9 @@ fn bench(c: &mut Criterion) {
                 workflow.doc().version,
                 step.doc().id
             );
-            bench_step(c, &name, stable, workflow, step);
+            for size in [Size::Example, Size::MaxBytes] {
+                bench_step(c, &name, stable, workflow, step, size);
+            }
         }
     }
     let source =
@@ -132,7 +154,7 @@ fn bench(c: &mut Criterion) {
     for workflow in release.workflows() {
         for step in workflow.steps().iter().filter(|s| !s.checks().is_empty()) {
             let name = format!("test workflow {} {}", workflow.doc().id, step.doc().id);
-            bench_step(c, &name, release, workflow, step);
+            bench_step(c, &name, release, workflow, step, Size::MaxBytes);
         }
     }
 }
