@@ -54,9 +54,9 @@ async fn test_mcp_workflow_engine_profile_exposes_four_tools_and_exact_resources
     }
     let uris: Vec<_> = resources.iter().map(|r| r.uri.as_str()).collect();
     assert!(
-        uris.contains(&"rimthan://registry/2026.12.4/workflows/research-study/1.0.0/definition")
+        uris.contains(&"rimthan://registry/2026.12.5/workflows/research-study/1.0.0/definition")
     );
-    assert!(uris.contains(&"rimthan://registry/2026.12.4/schemas/validator-report/1.0.0"));
+    assert!(uris.contains(&"rimthan://registry/2026.12.5/schemas/validator-report/1.0.0"));
     assert!(uris.contains(&"rimthan://bootstrap/agent-entrypoint"));
     for uri in &uris {
         assert!(
@@ -127,7 +127,7 @@ async fn test_mcp_workflow_engine_profile_exposes_four_tools_and_exact_resources
     let instructions = client.peer_info().unwrap().instructions.clone().unwrap();
     // The paragraph from the doc, then the workflow list (see tests/bootstrap.rs).
     assert!(
-        prompt_text.starts_with(&format!("{expected}\n\nWorkflows in release 2026.12.4")),
+        prompt_text.starts_with(&format!("{expected}\n\nWorkflows in release 2026.12.5")),
         "{prompt_text}"
     );
     let embedded = rimthan_registry::verify_embedded().unwrap();
@@ -206,7 +206,7 @@ async fn legacy_profile_serves_no_workflow_tool_and_no_registry_resource() {
             .await
             .is_err()
     );
-    let manifest = ReadResourceRequestParams::new("rimthan://registry/2026.12.4/manifest");
+    let manifest = ReadResourceRequestParams::new("rimthan://registry/2026.12.5/manifest");
     assert!(client.read_resource(manifest).await.is_err());
     let call = rmcp::model::CallToolRequestParams::new("rimthan.start_workflow")
         .with_arguments(rmcp::model::object(start_arguments("codex")));

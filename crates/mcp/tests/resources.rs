@@ -55,7 +55,7 @@ async fn reads_are_byte_identical_to_manifest_entries_and_listed_in_uri_order() 
     }
     let summary = client
         .read_resource(ReadResourceRequestParams::new(
-            "rimthan://registry/2026.12.4/summary",
+            "rimthan://registry/2026.12.5/summary",
         ))
         .await
         .unwrap();
@@ -78,7 +78,7 @@ async fn modern_clients_see_private_cache_scope_and_ttls() {
     assert_eq!(listed.ttl_ms, Some(rimthan_mcp::TTL_MOVING_MS));
     let read = client
         .read_resource(ReadResourceRequestParams::new(
-            "rimthan://registry/2026.12.4/manifest",
+            "rimthan://registry/2026.12.5/manifest",
         ))
         .await
         .unwrap();
@@ -95,7 +95,7 @@ async fn modern_clients_see_private_cache_scope_and_ttls() {
 #[tokio::test]
 async fn unknown_uris_get_the_revisions_resource_not_found_error() {
     let http = http_server(server(Profile::WorkflowEngine).await).await;
-    let missing = "rimthan://registry/2026.12.4/workflows/nope/1.0.0/definition";
+    let missing = "rimthan://registry/2026.12.5/workflows/nope/1.0.0/definition";
     for (client, code) in [
         (legacy_http_client(&http.url).await, -32002),
         (modern_http_client(&http.url).await, -32602),
