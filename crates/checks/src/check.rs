@@ -8,21 +8,16 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use rhai::{Dynamic, Map};
 
 use crate::budget::{self, Budget, Spent, Unparsed};
-use crate::input::{Format, Input, TextInput, admit};
+use crate::input::{Format, Input, OwnedText, TextInput, admit};
 use crate::script::Script;
 use crate::sql::SqlLint;
-use crate::{CheckError, Finding, Limits, Severity, data, markdown, sql};
-
-/// Stack of the thread a run gets. The parsers recurse per nesting level, which is bounded
-/// (`sql::MAX_SQL_NESTING`, serde's limit of 128), but a debug build spends several times the
-/// stack of a release build per level, more than a test or tokio thread's 2 MiB; the
-/// reservation is virtual, and only what the parsers reach is committed.
-const RUN_STACK: usize = 64 << 20;
+use crate::{CheckError, Finding, Limits, Severity, data, markdown, runner, sql};
 
 /// A compiled check of one kind, with the bounds it runs under.
 #[derive(Debug, Clone)]
 pub struct Check {
-    kind: Kind,
+    /// Shared with the runs in flight, which own what they read (`runner`).
+    kind: Arc<Kind>,
     limits: Limits,
 }
 
@@ -37,7 +32,7 @@ impl Check {
     /// `CheckError::CompileFailed` with its line and column.
     pub fn script(source: &str, limits: Limits) -> Result<Self, CheckError> {
         Ok(Self {
-            kind: Kind::Script(Script::compile(source, &limits)?),
+            kind: Arc::new(Kind::Script(Script::compile(source, &limits)?)),
             limits,
         })
     }
@@ -50,7 +45,7 @@ impl Check {
         limits: Limits,
     ) -> Result<Self, CheckError> {
         Ok(Self {
-            kind: Kind::SqlLint(SqlLint::new(rules)?),
+            kind: Arc::new(Kind::SqlLint(SqlLint::new(rules)?)),
             limits,
         })
     }
@@ -65,33 +60,43 @@ impl Check {
     /// line, and the script does not run on it. Findings come back sorted
     /// (`Finding`'s order), so the same inputs give the same list on every run.
     ///
-    /// The run gets a thread of its own; this one waits for it until `Limits::max_wall_time`
-    /// and then raises the flag the parsers and the interpreter look at, so one deadline
-    /// covers parsing, linting and the script.
+    /// The run gets a thread of its own (`runner`); this one waits for it until
+    /// `Limits::max_wall_time` and then raises the flag the parsers and the interpreter look
+    /// at, so one deadline covers parsing, linting and the script. The admitted inputs are
+    /// copied for the run, which owns what it reads.
     pub fn run(&self, inputs: &[Input<'_>]) -> Result<Vec<Finding>, CheckError> {
-        let admitted = admit(inputs, &self.limits)?;
+        let admitted: Vec<OwnedText> = admit(inputs, &self.limits)?
+            .iter()
+            .map(OwnedText::of)
+            .collect();
         let stop = Arc::new(AtomicBool::new(false));
-        let (done, finished) = mpsc::channel::<()>();
-        std::thread::scope(|scope| {
-            let run = std::thread::Builder::new()
-                .name("rimthan-check".to_owned())
-                .stack_size(RUN_STACK)
-                .spawn_scoped(scope, || {
-                    let outcome = self.run_admitted(&admitted, &stop);
-                    // The waiting thread may have stopped listening at the deadline.
-                    let _ = done.send(());
-                    outcome
-                })
-                .map_err(|e| CheckError::RuntimeUnavailable {
-                    message: e.to_string(),
-                })?;
-            if let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(self.limits.max_wall_time)
-            {
+        let (done, finished) = mpsc::sync_channel(1);
+        let check = self.clone();
+        let flag = Arc::clone(&stop);
+        runner::run(Box::new(move || {
+            let inputs: Vec<TextInput<'_>> = admitted.iter().map(OwnedText::borrow).collect();
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                check.run_admitted(&inputs, &flag)
+            }));
+            // The waiting thread is there until it has the outcome.
+            let _ = done.send(outcome);
+        }))
+        .map_err(|e| CheckError::RuntimeUnavailable {
+            message: e.to_string(),
+        })?;
+        let outcome = match finished.recv_timeout(self.limits.max_wall_time) {
+            Err(RecvTimeoutError::Timeout) => {
                 stop.store(true, Ordering::Relaxed);
+                finished.recv().ok()
             }
-            run.join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        })
+            received => received.ok(),
+        };
+        match outcome {
+            Some(outcome) => outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            None => Err(CheckError::RuntimeUnavailable {
+                message: "the thread of the run ended before the run did".to_owned(),
+            }),
+        }
     }
 
     fn run_admitted(
@@ -103,7 +108,7 @@ impl Check {
             limit: self.limits.max_wall_time,
         };
         let mut findings = Vec::new();
-        match &self.kind {
+        match &*self.kind {
             Kind::SqlLint(lint) => {
                 for input in admitted {
                     if stop.load(Ordering::Relaxed) {

@@ -94,6 +94,31 @@ pub(crate) struct TextInput<'a> {
     pub(crate) format: Format,
 }
 
+/// An admitted input copied for a run on another thread, which owns what it reads.
+pub(crate) struct OwnedText {
+    name: String,
+    text: String,
+    format: Format,
+}
+
+impl OwnedText {
+    pub(crate) fn of(input: &TextInput<'_>) -> Self {
+        Self {
+            name: input.name.to_owned(),
+            text: input.text.to_owned(),
+            format: input.format,
+        }
+    }
+
+    pub(crate) fn borrow(&self) -> TextInput<'_> {
+        TextInput {
+            name: &self.name,
+            text: &self.text,
+            format: self.format,
+        }
+    }
+}
+
 /// Checks the set of inputs and each input against `limits` before anything parses them.
 pub(crate) fn admit<'a>(
     inputs: &[Input<'a>],

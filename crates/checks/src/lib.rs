@@ -38,6 +38,7 @@ mod input;
 mod limits;
 mod markdown;
 mod psql;
+mod runner;
 mod script;
 mod sql;
 
