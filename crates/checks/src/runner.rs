@@ -52,18 +52,16 @@ fn idle() -> std::sync::MutexGuard<'static, Vec<Mailbox>> {
 
 /// Runs `job` on an idle thread, or on a new one when none waits. An error means the
 /// operating system could not start a thread.
-pub(crate) fn run(mut job: Job) -> std::io::Result<()> {
-    loop {
-        let Some(mailbox) = idle().pop() else {
-            break;
-        };
-        match mailbox.jobs.send(job) {
+pub(crate) fn run(job: Job) -> std::io::Result<()> {
+    // A thread takes its mailbox off the list before it ends, so a mailbox on it accepts; the
+    // run goes to a new thread all the same if one did not.
+    let job = match idle().pop() {
+        Some(mailbox) => match mailbox.jobs.send(job) {
             Ok(()) => return Ok(()),
-            // Only a thread that ended could refuse it, and an ending thread takes its mailbox
-            // off the list first; kept as a fallback to a new thread all the same.
-            Err(mpsc::SendError(back)) => job = back,
-        }
-    }
+            Err(mpsc::SendError(back)) => back,
+        },
+        None => job,
+    };
     let thread = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
     let (jobs, mailbox) = mpsc::channel::<Job>();
     std::thread::Builder::new()

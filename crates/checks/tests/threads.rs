@@ -34,7 +34,7 @@ fn check_threads() -> usize {
 }
 
 #[test]
-fn runs_at_once_past_the_idle_bound_all_run_and_leave_at_most_sixteen_threads_waiting() {
+fn forty_runs_at_once_end_at_their_deadlines_and_leave_at_most_sixteen_threads_waiting() {
     let endless = Check::script(
         "loop { }",
         Limits::default()
@@ -46,8 +46,8 @@ fn runs_at_once_past_the_idle_bound_all_run_and_leave_at_most_sixteen_threads_wa
     let notes = b"# Notes\n\nOne.\n\nTwo.\n";
     let inputs = [Input::new("notes.md", notes)];
 
-    // Forty runs at once, each cut at its deadline: every one ran (none was stopped before it
-    // started, which a queue behind sixteen threads would do) and each ends the same way.
+    // Forty runs at once, more than the threads kept: each gets a thread and ends at its own
+    // deadline.
     let outcomes: Vec<_> = std::thread::scope(|s| {
         let runs: Vec<_> = (0..40).map(|_| s.spawn(|| endless.run(&inputs))).collect();
         runs.into_iter().map(|r| r.join().unwrap()).collect()
