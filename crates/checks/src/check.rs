@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant};
 
 use rhai::{Dynamic, Map};
 
@@ -55,16 +56,23 @@ impl Check {
         &self.limits
     }
 
-    /// Runs the check on `inputs`. Every input is bounded and checked to be text before any
+    /// Runs the check on `inputs` and waits for its findings: [`Check::start`], then
+    /// [`Running::wait`].
+    pub fn run(&self, inputs: &[Input<'_>]) -> Result<Vec<Finding>, CheckError> {
+        self.start(inputs)?.wait()
+    }
+
+    /// Starts the check on `inputs`. Every input is bounded and checked to be text before any
     /// parser reads it; an input its own format cannot parse is a `parse_error` finding at its
     /// line, and the script does not run on it. Findings come back sorted
     /// (`Finding`'s order), so the same inputs give the same list on every run.
     ///
-    /// The run gets a thread of its own (`runner`); this one waits for it until
-    /// `Limits::max_wall_time` and then raises the flag the parsers and the interpreter look
-    /// at, so one deadline covers parsing, linting and the script. The admitted inputs are
-    /// copied for the run, which owns what it reads.
-    pub fn run(&self, inputs: &[Input<'_>]) -> Result<Vec<Finding>, CheckError> {
+    /// The run gets a thread of its own (`runner`), and its deadline,
+    /// `Limits::max_wall_time`, counts from now: whoever waits for it raises the flag the
+    /// parsers and the interpreter look at once the deadline passes, so one deadline covers
+    /// parsing, linting and the script. The admitted inputs are copied for the run, which owns
+    /// what it reads. A bound the inputs break is the error of this call, before any thread.
+    pub fn start(&self, inputs: &[Input<'_>]) -> Result<Running, CheckError> {
         let admitted: Vec<OwnedText> = admit(inputs, &self.limits)?
             .iter()
             .map(OwnedText::of)
@@ -73,6 +81,7 @@ impl Check {
         let (done, finished) = mpsc::sync_channel(1);
         let check = self.clone();
         let flag = Arc::clone(&stop);
+        let deadline = Instant::now() + self.limits.max_wall_time;
         runner::run(Box::new(move || {
             let inputs: Vec<TextInput<'_>> = admitted.iter().map(OwnedText::borrow).collect();
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -84,19 +93,11 @@ impl Check {
         .map_err(|e| CheckError::RuntimeUnavailable {
             message: e.to_string(),
         })?;
-        let outcome = match finished.recv_timeout(self.limits.max_wall_time) {
-            Err(RecvTimeoutError::Timeout) => {
-                stop.store(true, Ordering::Relaxed);
-                finished.recv().ok()
-            }
-            received => received.ok(),
-        };
-        match outcome {
-            Some(outcome) => outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            None => Err(CheckError::RuntimeUnavailable {
-                message: "the thread of the run ended before the run did".to_owned(),
-            }),
-        }
+        Ok(Running {
+            finished,
+            stop,
+            deadline,
+        })
     }
 
     fn run_admitted(
@@ -129,6 +130,56 @@ impl Check {
         }
         findings.sort_unstable();
         Ok(findings)
+    }
+}
+
+/// What a run sends back: its findings or error, or the panic it ended in.
+type Outcome = std::thread::Result<Result<Vec<Finding>, CheckError>>;
+
+/// A check run under way on its own thread ([`Check::start`]).
+#[derive(Debug)]
+#[must_use = "a run is only judged by waiting for it"]
+pub struct Running {
+    finished: mpsc::Receiver<Outcome>,
+    stop: Arc<AtomicBool>,
+    deadline: Instant,
+}
+
+impl Running {
+    /// The run's findings if it ends within `patience` (and before its deadline); `None` while
+    /// it goes on, to be waited for again. A caller on an async runtime waits here a short
+    /// while before it hands its thread over to block for longer.
+    pub fn wait_for(&mut self, patience: Duration) -> Option<Result<Vec<Finding>, CheckError>> {
+        let patience = patience.min(self.deadline.saturating_duration_since(Instant::now()));
+        match self.finished.recv_timeout(patience) {
+            Ok(outcome) => Some(Self::answer(Some(outcome))),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => Some(Self::answer(None)),
+        }
+    }
+
+    /// Waits for the run's findings. At its deadline the run is told to stop, and ends
+    /// `check_wall_time_exceeded` at the next point it looks; a panic in the run is resumed
+    /// here.
+    pub fn wait(self) -> Result<Vec<Finding>, CheckError> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        let outcome = match self.finished.recv_timeout(left) {
+            Err(RecvTimeoutError::Timeout) => {
+                self.stop.store(true, Ordering::Relaxed);
+                self.finished.recv().ok()
+            }
+            received => received.ok(),
+        };
+        Self::answer(outcome)
+    }
+
+    fn answer(outcome: Option<Outcome>) -> Result<Vec<Finding>, CheckError> {
+        match outcome {
+            Some(outcome) => outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            None => Err(CheckError::RuntimeUnavailable {
+                message: "the thread of the run ended before the run did".to_owned(),
+            }),
+        }
     }
 }
 

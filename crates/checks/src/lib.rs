@@ -42,7 +42,7 @@ mod runner;
 mod script;
 mod sql;
 
-pub use check::Check;
+pub use check::{Check, Running};
 pub use data::PARSE_ERROR_RULE;
 pub use error::CheckError;
 pub use finding::{Finding, Severity};

@@ -6,3 +6,4 @@ mod fixtures;
 mod never_panics;
 mod squawk_rules;
 mod strings;
+mod waiting;

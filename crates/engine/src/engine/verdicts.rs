@@ -1,9 +1,12 @@
 //! The verdicts of the deterministic checks this engine has run (`docs/engine.md` §5.1): the
 //! state behind `rules::checks::Judge`, on the engine's floor, since a rule keeps nothing.
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicU64, Ordering},
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
 };
 
 use rimthan_checks::{CheckError, Finding, Input, Limits};
@@ -84,7 +87,12 @@ impl Judge for Verdicts {
             super::trace::check_verdict(&span, &known, true);
             return Ok(known);
         }
-        let findings = Arc::new(run_blocking(|| check.compiled().run(inputs))?);
+        let mut running = check.compiled().start(inputs)?;
+        let findings = match running.wait_for(PATIENCE) {
+            Some(outcome) => outcome,
+            None => run_blocking(move || running.wait()),
+        };
+        let findings = Arc::new(findings?);
         super::trace::check_verdict(&span, &findings, false);
         self.runs.fetch_add(1, Ordering::Relaxed);
         let weight = key.inputs.iter().map(|(p, _)| p.len() + 64).sum::<usize>()
@@ -100,8 +108,14 @@ impl Judge for Verdicts {
     }
 }
 
-/// Runs CPU-bound work without stalling the other tasks of a multi-threaded runtime's worker
-/// (a check may run up to its wall-time bound).
+/// How long a caller waits for a check run on its own thread before it hands that thread over
+/// ([`run_blocking`]): most runs end well within it, and handing over a runtime's worker costs
+/// more than a short run (`docs/performance.md`, "The price of proof: a check's hand-off").
+/// It is also the longest a check stalls the other tasks of the worker that waits for it.
+const PATIENCE: Duration = Duration::from_millis(5);
+
+/// Waits without stalling the other tasks of a multi-threaded runtime's worker (a check may
+/// run up to its wall-time bound).
 fn run_blocking<T>(work: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
