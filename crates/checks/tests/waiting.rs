@@ -1,7 +1,7 @@
 //! A run started and waited for in two steps (`Check::start`, `Running::wait_for`, then
-//! `Running::wait`), as a caller on an async runtime waits: a short wait gives a quick run's
-//! findings as `Check::run` does; a run still going when the short wait ends goes on, and the
-//! later wait still ends it at the deadline counted from its start.
+//! `Running::wait`), as a caller on an async runtime waits: a run that ends within the first
+//! wait gives the findings `Check::run` gives; a run still going when a short wait ends goes on,
+//! and the later wait still ends it at the deadline counted from its start.
 
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,7 @@ for p in inputs["notes.md"].markdown.paragraphs {
 const NOTES: &[u8] = b"# Notes\n\nOne paragraph.\n\nAnother one.\n";
 
 #[test]
-fn a_quick_run_waited_for_briefly_gives_the_findings_a_whole_run_gives() {
+fn a_run_that_ends_within_the_wait_gives_the_findings_a_whole_run_gives() {
     let check = Check::script(REPORTS, Limits::default()).unwrap();
     let inputs = [Input::new("notes.md", NOTES)];
     let whole = check.run(&inputs).unwrap();
