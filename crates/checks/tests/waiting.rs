@@ -15,6 +15,14 @@ for p in inputs["notes.md"].markdown.paragraphs {
 
 const NOTES: &[u8] = b"# Notes\n\nOne paragraph.\n\nAnother one.\n";
 
+/// A check that never ends by itself: only its wall-time bound stops it.
+fn endless(wall_time: Duration) -> Check {
+    let limits = Limits::default()
+        .with_max_operations(u64::MAX)
+        .with_max_wall_time(wall_time);
+    Check::script("loop { }", limits).unwrap()
+}
+
 #[test]
 fn a_run_that_ends_within_the_wait_gives_the_findings_a_whole_run_gives() {
     let check = Check::script(REPORTS, Limits::default()).unwrap();
@@ -31,10 +39,7 @@ fn a_run_that_ends_within_the_wait_gives_the_findings_a_whole_run_gives() {
 
 #[test]
 fn a_run_still_going_after_a_short_wait_ends_at_its_own_deadline() {
-    let limits = Limits::default()
-        .with_max_operations(u64::MAX)
-        .with_max_wall_time(Duration::from_millis(400));
-    let check = Check::script("loop { }", limits).unwrap();
+    let check = endless(Duration::from_millis(400));
     let started = Instant::now();
     let mut running = check.start(&[Input::new("notes.md", NOTES)]).unwrap();
     assert!(
@@ -56,10 +61,7 @@ fn a_run_still_going_after_a_short_wait_ends_at_its_own_deadline() {
 
 #[test]
 fn a_short_wait_ends_no_later_than_the_runs_deadline() {
-    let limits = Limits::default()
-        .with_max_operations(u64::MAX)
-        .with_max_wall_time(Duration::from_millis(100));
-    let check = Check::script("loop { }", limits).unwrap();
+    let check = endless(Duration::from_millis(100));
     let mut running = check.start(&[Input::new("notes.md", NOTES)]).unwrap();
     let started = Instant::now();
     assert!(running.wait_for(Duration::from_secs(60)).is_none());
