@@ -13,6 +13,7 @@ mod postgres;
 mod seals;
 mod sql;
 mod sqlite;
+mod sqlite_writer;
 mod stats;
 mod writes;
 

@@ -136,14 +136,22 @@ impl Took {
 }
 
 /// A backend's way of applying writes in one transaction: `Ok` holds what each write did;
-/// `Err` means nothing was committed.
+/// `Err` means nothing was committed. The writes are shared, so an applier may hand them to a
+/// thread of its own (`store/sqlite_writer.rs`).
 #[async_trait]
 pub(crate) trait Apply: Send + Sync + 'static {
-    async fn apply(&self, writes: &[&Write]) -> Result<Vec<Took>, StoreError>;
+    async fn apply(&self, writes: &[Arc<Write>]) -> Result<Vec<Took>, StoreError>;
+}
+
+#[async_trait]
+impl Apply for Box<dyn Apply> {
+    async fn apply(&self, writes: &[Arc<Write>]) -> Result<Vec<Took>, StoreError> {
+        (**self).apply(writes).await
+    }
 }
 
 struct Job {
-    write: Write,
+    write: Arc<Write>,
     reply: oneshot::Sender<Result<Took, StoreError>>,
 }
 
@@ -195,7 +203,10 @@ impl Committer {
     pub(crate) async fn write(&self, write: Write) -> Result<Took, StoreError> {
         let (reply, answer) = oneshot::channel();
         self.jobs
-            .send(Job { write, reply })
+            .send(Job {
+                write: Arc::new(write),
+                reply,
+            })
             .await
             .map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
@@ -233,7 +244,7 @@ async fn run(
     };
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let writes: Vec<&Write> = batch.iter().map(|j| &j.write).collect();
+        let writes: Vec<Arc<Write>> = batch.iter().map(|j| j.write.clone()).collect();
         let applied = apply.apply(&writes).await;
         drop(writes);
         record(&applied);
@@ -250,7 +261,7 @@ async fn run(
             // each alone.
             Err(e) if e.kind == StoreErrorKind::Conflict && batch.len() > 1 => {
                 for job in batch.drain(..) {
-                    let result = apply.apply(&[&job.write]).await;
+                    let result = apply.apply(std::slice::from_ref(&job.write)).await;
                     record(&result);
                     let result = result.map(|r| r.into_iter().next().unwrap_or(Took::Lost));
                     match &result {

@@ -7,7 +7,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use super::{
     StoreError, StoreErrorKind,
-    sql::{Backend, SqlStore, Writing},
+    sql::{Backend, Commits, SqlStore, Writing},
 };
 
 /// PostgreSQL's spellings ([`Backend`]).
@@ -101,8 +101,10 @@ impl SqlStore<Postgres> {
             .map_err(|e| StoreError::new(StoreErrorKind::Migration, e))?;
         let writing = Writing {
             changes: pool.clone(),
-            audits: pool.clone(),
-            close_failed: true,
+            commits: Commits::Pools {
+                audits: pool.clone(),
+                close_failed: true,
+            },
             lock: None,
         };
         Ok(Self::new(pool, Some(writing)))

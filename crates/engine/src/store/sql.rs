@@ -21,7 +21,7 @@ use super::{
     listing::{self, SummaryRow},
     outbox, seals,
     stats::{self, FailureRow, SessionCountRow, StepRow, WorkflowRow},
-    writes::{self, Statements},
+    writes::{self, OnConnection, Statements},
 };
 use crate::{
     model::chain::{ChainHead, ChainLink, StoredLink},
@@ -121,16 +121,30 @@ impl<B: Backend> Clone for Writer<B> {
 
 /// How a store that writes writes: its pools and what it holds while it lives.
 pub(super) struct Writing<DB: Database> {
-    /// Session changes commit here, flushed to stable storage; retention deletes here too.
+    /// Retention deletes here, and session changes when [`Commits::Pools`] commits them.
     pub(super) changes: Pool<DB>,
-    /// Audit entries of calls that changed no state commit here; unflushed on SQLite by this
-    /// pool's connections, on PostgreSQL by [`Backend::UNFLUSHED`].
-    pub(super) audits: Pool<DB>,
-    /// Whether a connection whose transaction failed is closed: always, except a memory
-    /// database's only connection, since the database lives only as long as it.
-    pub(super) close_failed: bool,
+    /// How the two writers commit.
+    pub(super) commits: Commits<DB>,
     /// The SQLite writer lock.
     pub(super) lock: Option<Arc<File>>,
+}
+
+/// How a writing store's two writers commit their batches.
+pub(super) enum Commits<DB: Database> {
+    /// Transactions on sqlx pools: session changes on [`Writing::changes`], audit entries of
+    /// calls that changed no state on `audits`, unflushed on SQLite by that pool's connections,
+    /// on PostgreSQL by [`Backend::UNFLUSHED`].
+    Pools {
+        audits: Pool<DB>,
+        /// Whether a connection whose transaction failed is closed: always, except a memory
+        /// database's only connection, since the database lives only as long as it.
+        close_failed: bool,
+    },
+    /// Appliers of their own: a SQLite file's two writer threads (`store/sqlite_writer.rs`).
+    Own {
+        changes: Box<dyn Apply>,
+        audits: Box<dyn Apply>,
+    },
 }
 
 impl<B: Backend> SqlStore<B> {
@@ -142,16 +156,24 @@ impl<B: Backend> SqlStore<B> {
     {
         let writer = writing.map(|w| {
             let cache = Arc::new(SessionCache::new(SESSION_CACHE_BOUNDS));
+            let (changes, audits): (Box<dyn Apply>, Box<dyn Apply>) = match w.commits {
+                Commits::Pools {
+                    audits,
+                    close_failed,
+                } => (
+                    Box::new(Transactions::<B>::new(
+                        w.changes.clone(),
+                        None,
+                        close_failed,
+                    )),
+                    Box::new(Transactions::<B>::new(audits, B::UNFLUSHED, close_failed)),
+                ),
+                Commits::Own { changes, audits } => (changes, audits),
+            };
             Writer {
-                pool: w.changes.clone(),
-                changes: Committer::spawn(
-                    Transactions::<B>::new(w.changes, None, w.close_failed),
-                    Some(cache.clone()),
-                ),
-                audits: Committer::spawn(
-                    Transactions::<B>::new(w.audits, B::UNFLUSHED, w.close_failed),
-                    None,
-                ),
+                pool: w.changes,
+                changes: Committer::spawn(changes, Some(cache.clone())),
+                audits: Committer::spawn(audits, None),
                 cache,
                 _lock: w.lock,
             }
@@ -179,7 +201,7 @@ pub(super) struct Transactions<B: Backend> {
     sql: Statements,
     /// What each transaction begins with, if anything ([`Backend::UNFLUSHED`]).
     begin: Option<&'static str>,
-    /// See [`Writing::close_failed`].
+    /// See [`Commits::Pools`].
     close_failed: bool,
 }
 
@@ -205,14 +227,15 @@ where
     for<'r> i64: Decode<'r, B::Db> + Type<B::Db>,
     usize: ColumnIndex<<B::Db as Database>::Row>,
 {
-    async fn apply(&self, writes: &[&Write]) -> Result<Vec<Took>, StoreError> {
+    async fn apply(&self, writes: &[Arc<Write>]) -> Result<Vec<Took>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         let applied = async {
             let mut tx = conn.begin().await?;
             if let Some(begin) = self.begin {
                 sqlx::query::<B::Db>(begin).execute(&mut *tx).await?;
             }
-            let took = writes::apply::<B::Db>(&mut tx, &self.sql, writes).await?;
+            let took =
+                writes::apply(&mut OnConnection::<B::Db>(&mut *tx), &self.sql, writes).await?;
             tx.commit().await?;
             Ok(took)
         }

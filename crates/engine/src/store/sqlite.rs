@@ -8,7 +8,10 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 use super::{
     StoreError, StoreErrorKind,
-    sql::{Backend, SqlStore, Writing},
+    commit::Apply,
+    sql::{Backend, Commits, SqlStore, Writing},
+    sqlite_writer::{self, ThreadWriter},
+    writes::Statements,
 };
 
 /// SQLite's spellings ([`Backend`]).
@@ -43,6 +46,9 @@ pub type SqliteStore = SqlStore<Sqlite>;
 /// The size the WAL file is cut back to after a checkpoint.
 const WAL_LIMIT_BYTES: u64 = 64 << 20;
 
+/// How long a statement waits for a lock another connection of this process holds.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
 impl SqlStore<Sqlite> {
     /// Opens (creating if needed) and migrates the database at `url` (`sqlite://PATH` or
     /// `sqlite::memory:`) as its only writer: another process holding it is refused.
@@ -64,7 +70,7 @@ impl SqlStore<Sqlite> {
             })
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(10))
+            .busy_timeout(BUSY_TIMEOUT)
             // Each checkpoint that completes truncates the WAL to this (docs/engine.md §7).
             .pragma("journal_size_limit", WAL_LIMIT_BYTES.to_string());
         // A memory database lives only as long as a connection to it: keep exactly one open,
@@ -83,25 +89,41 @@ impl SqlStore<Sqlite> {
             .run(&pool)
             .await
             .map_err(|e| StoreError::new(StoreErrorKind::Migration, e))?;
-        let (changes, audits) = if memory {
-            (pool.clone(), pool.clone())
+        let writing = if memory {
+            Writing {
+                changes: pool.clone(),
+                commits: Commits::Pools {
+                    audits: pool.clone(),
+                    close_failed: false,
+                },
+                lock,
+            }
         } else {
-            // One connection each: SQLite has one writer at a time anyway, and a batch needs
-            // only one transaction. Audit entries of calls that changed no state skip the
-            // per-commit fsync: they survive a process crash (WAL), only not a power loss.
-            let one = || SqlitePoolOptions::new().max_connections(1);
-            (
-                one().connect_with(options.clone()).await?,
-                one()
-                    .connect_with(options.synchronous(SqliteSynchronous::Normal))
+            // Each writer commits on a thread and connection of its own (one hand-over per
+            // batch, not per statement). SQLite has one writer at a time anyway. Audit entries
+            // of calls that changed no state skip the per-commit fsync: they survive a process
+            // crash (WAL), only not a power loss. Retention deletes on a pool of one.
+            let writer = |flushed: bool, name: &str| {
+                let options = sqlite_writer::Options {
+                    path: options.get_filename().to_owned(),
+                    flushed,
+                    busy_timeout: BUSY_TIMEOUT,
+                    wal_limit_bytes: WAL_LIMIT_BYTES,
+                };
+                ThreadWriter::spawn(name, options, Statements::new::<Sqlite>())
+                    .map(|w| Box::new(w) as Box<dyn Apply>)
+            };
+            Writing {
+                changes: SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .connect_with(options.clone())
                     .await?,
-            )
-        };
-        let writing = Writing {
-            changes,
-            audits,
-            close_failed: !memory,
-            lock,
+                commits: Commits::Own {
+                    changes: writer(true, "rimthan-sqlite-changes")?,
+                    audits: writer(false, "rimthan-sqlite-audits")?,
+                },
+                lock,
+            }
         };
         Ok(Self::new(pool, Some(writing)))
     }
@@ -112,7 +134,7 @@ impl SqlStore<Sqlite> {
         let options = SqliteConnectOptions::from_str(url)
             .map_err(|e| StoreError::new(StoreErrorKind::Unavailable, e))?
             .read_only(true)
-            .busy_timeout(Duration::from_secs(10));
+            .busy_timeout(BUSY_TIMEOUT);
         let pool = SqlitePoolOptions::new()
             .max_connections(2)
             .connect_with(options)

@@ -4,7 +4,7 @@
 //! from that one list, so the two cannot disagree. Only the write statements' placeholders
 //! differ by backend ([`Backend::placeholder`]), and they are spelled once per writer.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::Arc};
 
 use sqlx::{
     ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type, query::Query,
@@ -25,7 +25,7 @@ use crate::{
 
 /// A value a write binds: text or an integer, either maybe null.
 #[derive(Clone, Copy)]
-enum Value<'a> {
+pub(crate) enum Value<'a> {
     Text(Option<&'a str>),
     Integer(Option<i64>),
 }
@@ -60,6 +60,60 @@ where
         };
     }
     query
+}
+
+/// A chain's head as a batch opens it: its name, length and head digest.
+pub(crate) type Head = (String, i64, String);
+
+/// Where a batch's statements run, inside the transaction its caller began: a sqlx connection,
+/// or SQLite's writer thread (`store/sqlite_writer.rs`), whose statements finish without ever
+/// waiting. The statements and what a batch does with their answers are written once, in
+/// [`apply`].
+pub(crate) trait Execute {
+    /// Runs a statement that returns nothing.
+    async fn execute(&mut self, sql: &str, values: &[Value<'_>]) -> Result<(), StoreError>;
+    /// Runs a statement and says whether it returned a row.
+    async fn returns_row(&mut self, sql: &str, values: &[Value<'_>]) -> Result<bool, StoreError>;
+    /// Runs [`Statements::chains_open`] and returns each chain's head.
+    async fn heads(&mut self, sql: &str, values: &[Value<'_>]) -> Result<Vec<Head>, StoreError>;
+}
+
+/// A sqlx connection inside its transaction.
+pub(crate) struct OnConnection<'c, DB: Database>(pub(crate) &'c mut DB::Connection);
+
+impl<DB> Execute for OnConnection<'_, DB>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
+    for<'r> String: Decode<'r, DB> + Type<DB>,
+    for<'r> i64: Decode<'r, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    async fn execute(&mut self, sql: &str, values: &[Value<'_>]) -> Result<(), StoreError> {
+        bind(sqlx::query::<DB>(sql), values.iter().copied())
+            .execute(&mut *self.0)
+            .await?;
+        Ok(())
+    }
+
+    async fn returns_row(&mut self, sql: &str, values: &[Value<'_>]) -> Result<bool, StoreError> {
+        Ok(bind(sqlx::query::<DB>(sql), values.iter().copied())
+            .fetch_optional(&mut *self.0)
+            .await?
+            .is_some())
+    }
+
+    async fn heads(&mut self, sql: &str, values: &[Value<'_>]) -> Result<Vec<Head>, StoreError> {
+        let rows = bind(sqlx::query::<DB>(sql), values.iter().copied())
+            .fetch_all(&mut *self.0)
+            .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))
+            .collect()
+    }
 }
 
 /// A session column and how its value is read from the row.
@@ -260,27 +314,17 @@ impl Statements {
     }
 }
 
-/// Applies writes on one connection (inside the caller's transaction): what each did.
-pub(crate) async fn apply<DB>(
-    conn: &mut DB::Connection,
+/// Applies writes inside the caller's transaction: what each did.
+pub(crate) async fn apply(
+    conn: &mut impl Execute,
     sql: &Statements,
-    writes: &[&Write],
-) -> Result<Vec<Took>, StoreError>
-where
-    DB: Database,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
-    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
-    for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
-    for<'r> String: Decode<'r, DB> + Type<DB>,
-    for<'r> i64: Decode<'r, DB> + Type<DB>,
-    usize: ColumnIndex<DB::Row>,
-{
+    writes: &[Arc<Write>],
+) -> Result<Vec<Took>, StoreError> {
     // Every chain this batch appends to, locked in one order (sorted), so two transactions that
     // share chains never wait for each other in a cycle (`docs/engine.md` §7.6).
     let mut chains: BTreeMap<String, OpenChain> = writes
         .iter()
-        .filter_map(|w| match w {
+        .filter_map(|w| match &**w {
             Write::Insert(_, audit) | Write::Update { audit, .. } | Write::Audit(audit) => {
                 Some((chain_of(audit), OpenChain::default()))
             }
@@ -289,14 +333,11 @@ where
         .collect();
     if !chains.is_empty() {
         let open = sql.chains_open(chains.len());
-        let heads = chains.keys().flat_map(|chain| [text(chain), text(GENESIS)]);
-        for row in bind(sqlx::query::<DB>(&open), heads)
-            .fetch_all(&mut *conn)
-            .await?
-        {
-            let chain: String = row.try_get(0)?;
-            let length: i64 = row.try_get(1)?;
-            let digest: String = row.try_get(2)?;
+        let heads: Vec<Value<'_>> = chains
+            .keys()
+            .flat_map(|chain| [text(chain), text(GENESIS)])
+            .collect();
+        for (chain, length, digest) in conn.heads(&open, &heads).await? {
             if let Some(head) = chains.get_mut(&chain) {
                 head.length = length;
                 head.digest = digest;
@@ -305,16 +346,15 @@ where
     }
     let mut took = Vec::with_capacity(writes.len());
     for write in writes {
-        took.push(match write {
+        took.push(match &**write {
             Write::Insert(row, audit) => {
-                let values = SESSION_KEPT
+                let values: Vec<Value<'_>> = SESSION_KEPT
                     .iter()
                     .chain(&SESSION_CHANGED)
-                    .map(|(_, value)| value(row));
-                bind(sqlx::query::<DB>(&sql.insert_session), values)
-                    .execute(&mut *conn)
-                    .await?;
-                Took::Linked(insert_audit::<DB>(&mut *conn, sql, audit, &mut chains).await?)
+                    .map(|(_, value)| value(row))
+                    .collect();
+                conn.execute(&sql.insert_session, &values).await?;
+                Took::Linked(insert_audit(conn, sql, audit, &mut chains).await?)
             }
             Write::Update {
                 expected,
@@ -322,16 +362,13 @@ where
                 audit,
                 notices,
             } => {
-                let values = SESSION_CHANGED
+                let values: Vec<Value<'_>> = SESSION_CHANGED
                     .iter()
                     .map(|(_, value)| value(row))
-                    .chain([text(&row.id), integer(*expected)]);
-                let swapped = bind(sqlx::query::<DB>(&sql.update_session), values)
-                    .fetch_optional(&mut *conn)
-                    .await?
-                    .is_some();
-                if swapped {
-                    let link = insert_audit::<DB>(&mut *conn, sql, audit, &mut chains).await?;
+                    .chain([text(&row.id), integer(*expected)])
+                    .collect();
+                if conn.returns_row(&sql.update_session, &values).await? {
+                    let link = insert_audit(conn, sql, audit, &mut chains).await?;
                     for notice in notices {
                         let values = [
                             text(&notice.event_id),
@@ -342,20 +379,16 @@ where
                             integer(notice.created_at),
                             integer(notice.created_at),
                         ];
-                        bind(sqlx::query::<DB>(&sql.insert_notice), values)
-                            .execute(&mut *conn)
-                            .await?;
+                        conn.execute(&sql.insert_notice, &values).await?;
                     }
                     Took::Linked(link)
                 } else {
                     Took::Lost
                 }
             }
-            Write::Audit(audit) => {
-                Took::Linked(insert_audit::<DB>(&mut *conn, sql, audit, &mut chains).await?)
-            }
+            Write::Audit(audit) => Took::Linked(insert_audit(conn, sql, audit, &mut chains).await?),
             Write::Probe => {
-                sqlx::query::<DB>(sql.probe).execute(&mut *conn).await?;
+                conn.execute(sql.probe, &[]).await?;
                 Took::Probed
             }
         });
@@ -363,12 +396,11 @@ where
     let moved: Vec<_> = chains.iter().filter(|(_, head)| head.moved).collect();
     if !moved.is_empty() {
         let advance = sql.chains_advance(moved.len());
-        let heads = moved
+        let heads: Vec<Value<'_>> = moved
             .iter()
-            .flat_map(|(chain, head)| [text(chain), integer(head.length), text(&head.digest)]);
-        bind(sqlx::query::<DB>(&advance), heads)
-            .execute(&mut *conn)
-            .await?;
+            .flat_map(|(chain, head)| [text(chain), integer(head.length), text(&head.digest)])
+            .collect();
+        conn.execute(&advance, &heads).await?;
     }
     Ok(took)
 }
@@ -382,19 +414,12 @@ struct OpenChain {
     moved: bool,
 }
 
-async fn insert_audit<DB>(
-    conn: &mut DB::Connection,
+async fn insert_audit(
+    conn: &mut impl Execute,
     sql: &Statements,
     audit: &AuditEntry,
     chains: &mut BTreeMap<String, OpenChain>,
-) -> Result<ChainLink, StoreError>
-where
-    DB: Database,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
-    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
-    for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
-{
+) -> Result<ChainLink, StoreError> {
     let chain = chain_of(audit);
     let head = chains
         .get_mut(&chain)
@@ -423,12 +448,11 @@ where
         prev,
         digest,
     };
-    let values = AUDIT_COLUMNS
+    let values: Vec<Value<'_>> = AUDIT_COLUMNS
         .iter()
-        .map(|(_, value)| value(audit, &appended));
-    bind(sqlx::query::<DB>(&sql.insert_audit), values)
-        .execute(&mut *conn)
-        .await?;
+        .map(|(_, value)| value(audit, &appended))
+        .collect();
+    conn.execute(&sql.insert_audit, &values).await?;
     Ok(link)
 }
 
