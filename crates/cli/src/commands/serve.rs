@@ -491,7 +491,10 @@ impl ServeArgs {
             None => default_database_url()?,
         };
         let grace = Duration::from_secs(self.shutdown_grace);
-        let served = runtime.block_on(async move {
+        // The server runs as a task on a runtime worker, not on this thread: each connection
+        // its accept loop takes is then spawned onto that worker's own queue, where no other
+        // thread has to be woken to start it (docs/performance.md).
+        let served = runtime.spawn(async move {
             let store = rimthan_engine::store::open(&database_url).await?;
             let releases = Arc::new(Releases::serving(registry, serving));
             let engine = match provenance_key {
@@ -577,6 +580,11 @@ impl ServeArgs {
             tracing::info!("stopped");
             anyhow::Ok(())
         });
+        let served = match runtime.block_on(served) {
+            Ok(served) => served,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(e.into()),
+        };
         // The last spans go out while the runtime that sends them still runs.
         if let Some(telemetry) = telemetry {
             telemetry.shutdown();
