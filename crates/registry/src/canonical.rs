@@ -5,6 +5,7 @@
 //! not in the map type, keeps the form stable whatever serde_json features the build enables.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -15,6 +16,33 @@ pub fn to_canonical_bytes<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, s
     let mut out = Vec::new();
     write_value(&value, &mut out);
     Ok(out)
+}
+
+/// Canonical JSON bytes, and where in them each asked-for member's value lies.
+pub type WithMembers<const N: usize> = (Vec<u8>, [Option<Range<usize>>; N]);
+
+/// Serializes a value to canonical JSON bytes and says where in them the value of each of the
+/// top-level `members` lies, if the value is an object that has it. A member's slice is its
+/// own canonical form, byte for byte, so a digest of the whole and digests of its parts come
+/// from one serialization.
+pub fn to_canonical_bytes_with_members<T: Serialize + ?Sized, const N: usize>(
+    value: &T,
+    members: [&str; N],
+) -> Result<WithMembers<N>, serde_json::Error> {
+    let value = serde_json::to_value(value)?;
+    let mut out = Vec::new();
+    let mut ranges = [const { None }; N];
+    match &value {
+        Value::Object(map) => write_object(map, &mut out, |key, range| {
+            for (member, found) in members.iter().zip(&mut ranges) {
+                if *member == key {
+                    *found = Some(range.clone());
+                }
+            }
+        }),
+        other => write_value(other, &mut out),
+    }
+    Ok((out, ranges))
 }
 
 /// Whether `bytes` are exactly the canonical form of the JSON they hold, checked in one pass
@@ -238,22 +266,32 @@ impl<'a> Scan<'a> {
     }
 }
 
+/// Writes an object's members sorted by key, telling `written` where each member's value went.
+fn write_object(
+    map: &serde_json::Map<String, Value>,
+    out: &mut Vec<u8>,
+    mut written: impl FnMut(&str, Range<usize>),
+) {
+    let mut entries: Vec<_> = map.iter().collect();
+    entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    out.push(b'{');
+    for (i, (key, item)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut *out, key.as_str())
+            .expect("writing a JSON string to memory cannot fail");
+        out.push(b':');
+        let start = out.len();
+        write_value(item, out);
+        written(key, start..out.len());
+    }
+    out.push(b'}');
+}
+
 fn write_value(value: &Value, out: &mut Vec<u8>) {
     match value {
-        Value::Object(map) => {
-            let mut entries: Vec<_> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            out.push(b'{');
-            for (i, (key, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_scalar(&Value::String(key.clone()), out);
-                out.push(b':');
-                write_value(item, out);
-            }
-            out.push(b'}');
-        }
+        Value::Object(map) => write_object(map, out, |_, _| {}),
         Value::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
@@ -379,6 +417,29 @@ mod tests {
             bytes in prop::collection::vec(prop::sample::select(b"{}[]\",:\\/0123456789-+.eEtrufalsn u\x01\xc3\xa9".to_vec()), 0..40)
         ) {
             prop_assert_eq!(is_canonical(&bytes), reparsed_is_canonical(&bytes));
+        }
+
+        #[test]
+        fn a_members_slice_is_its_own_canonical_form(
+            members in prop::collection::btree_map("[a-d]{1,2}", arb_json(), 0..6),
+            asked in prop::array::uniform3("[a-d]{1,2}"),
+        ) {
+            let object = Value::Object(members.clone().into_iter().collect());
+            let (bytes, ranges) = to_canonical_bytes_with_members(
+                &object,
+                [asked[0].as_str(), asked[1].as_str(), asked[2].as_str()],
+            )
+            .unwrap();
+            prop_assert_eq!(&bytes, &to_canonical_bytes(&object).unwrap());
+            for (name, range) in asked.iter().zip(ranges) {
+                match members.get(name) {
+                    Some(member) => {
+                        let range = range.expect("a member the object has is found");
+                        prop_assert_eq!(&bytes[range], &to_canonical_bytes(member).unwrap()[..]);
+                    }
+                    None => prop_assert!(range.is_none()),
+                }
+            }
         }
 
         #[test]

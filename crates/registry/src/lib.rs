@@ -54,7 +54,9 @@ pub use builder::{
     BuildWarning, BuiltRelease, DRAFTS_DIR, build_draft, build_release, publish, refuse_draft,
     set_channel, with_draft,
 };
-pub use canonical::{is_canonical, to_canonical_bytes};
+pub use canonical::{
+    WithMembers, is_canonical, to_canonical_bytes, to_canonical_bytes_with_members,
+};
 pub use diff::{ChangeKind, EntryChange, ReleaseDiff, diff_releases};
 pub use digest::{DigestParseError, Sha256Digest};
 pub use duration::{IsoDuration, MAX_TIMER_SECONDS};

@@ -12,7 +12,7 @@ use crate::{
         InputPayload, PlanCheck, PlanValidator, PrepareResult, ReadyTag, ValidationPlan,
     },
     model::request::PrepareRequest,
-    model::session::{PlanRecord, Principal, RequestTool, Session, SessionId, Status, now_rfc3339},
+    model::session::{PlanRecord, Principal, Session, SessionId, Status, now_rfc3339},
     rules::attestation::{check_host, check_outputs},
     rules::checks::{Checked, run_checks},
     rules::transition,
@@ -40,8 +40,7 @@ impl Engine {
         req: PrepareRequest,
         principal: Option<&Principal>,
     ) -> Result<PrepareResult, EngineError> {
-        let evidence = Evidence::of_attestation(&req);
-        let fingerprint = Evidence::fingerprint(RequestTool::Prepare, &req);
+        let (fingerprint, evidence) = Evidence::of_preparation(&req);
         let door = Door::Checkpoint {
             tool: TOOL,
             token: &req.checkpoint,

@@ -1,7 +1,7 @@
 //! What the engine writes to the audit log: one entry per change and per refusal, with digests
 //! of the evidence a call carried (`docs/engine.md` §7).
 
-use rimthan_registry::{Sha256Digest, to_canonical_bytes};
+use rimthan_registry::{Sha256Digest, to_canonical_bytes, to_canonical_bytes_with_members};
 use serde::Serialize;
 use tracing::Instrument as _;
 
@@ -130,16 +130,35 @@ impl Evidence {
         }
     }
 
-    pub(super) fn of_attestation(req: &PrepareRequest) -> Self {
-        match (&req.host_attestation, &req.output_attestation) {
-            (Some(a), _) => Evidence::Attestation(Self::digest(a)),
-            (None, Some(a)) => Evidence::Attestation(Self::digest(a)),
-            (None, None) => Evidence::None,
-        }
+    /// A preparation's fingerprint and the digest of its attestation (the host's, else the
+    /// outputs'), from one canonical form of the request: the attestation's is a slice of it.
+    pub(super) fn of_preparation(req: &PrepareRequest) -> (LastRequest, Self) {
+        let (bytes, [host, outputs]) =
+            to_canonical_bytes_with_members(req, ["host_attestation", "output_attestation"])
+                .expect("requests serialize");
+        let evidence = match host.or(outputs) {
+            Some(range) => Evidence::Attestation(Sha256Digest::of(&bytes[range])),
+            None => Evidence::None,
+        };
+        (Self::whole(RequestTool::Prepare, &bytes), evidence)
     }
 
-    pub(super) fn of_reports(req: &SubmitRequest) -> Self {
-        Evidence::Reports(Self::digest(&req.reports))
+    /// A submission's fingerprint and the digest of its reports, from one canonical form.
+    pub(super) fn of_submission(req: &SubmitRequest) -> (LastRequest, Self) {
+        let (bytes, [reports]) =
+            to_canonical_bytes_with_members(req, ["reports"]).expect("requests serialize");
+        let reports = reports.expect("a submission always has its reports");
+        (
+            Self::whole(RequestTool::Submit, &bytes),
+            Evidence::Reports(Sha256Digest::of(&bytes[reports])),
+        )
+    }
+
+    fn whole(tool: RequestTool, canonical: &[u8]) -> LastRequest {
+        LastRequest {
+            tool,
+            request_sha256: Sha256Digest::of(canonical),
+        }
     }
 
     pub(super) fn apply(self, audit: &mut AuditEntry) {

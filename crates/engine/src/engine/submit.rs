@@ -9,7 +9,7 @@ use crate::{
     model::payload::SERVER_NAME,
     model::payload::StepResult,
     model::request::SubmitRequest,
-    model::session::{Principal, RequestTool, Session, Status, now_rfc3339},
+    model::session::{Principal, Session, Status, now_rfc3339},
     rules::reports::check_reports,
     rules::transition,
     rules::view::Pinned,
@@ -24,8 +24,7 @@ impl Engine {
         req: SubmitRequest,
         principal: Option<&Principal>,
     ) -> Result<StepResult, EngineError> {
-        let evidence = Evidence::of_reports(&req);
-        let fingerprint = Evidence::fingerprint(RequestTool::Submit, &req);
+        let (fingerprint, evidence) = Evidence::of_submission(&req);
         let door = Door::Checkpoint {
             tool: TOOL,
             token: &req.checkpoint,
